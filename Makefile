@@ -1,0 +1,79 @@
+# folio: `make` builds build/libfolio.so, build/libfolio.a and checks ./folio;
+# `make test` builds and runs every test (normal, ASan+UBSan, TSan).
+CC      ?= cc
+CXX     ?= g++
+BUILD   := build
+SRCS    := $(wildcard src/*.c)
+HDRS    := $(wildcard src/*.h) include/folio.h
+WARN    := -Wall -Wextra -Werror
+LIBFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+            -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+            -Iinclude -Isrc $(WARN)
+OPT     ?= -O2
+
+OBJS      := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
+SAN_OBJS  := $(SRCS:src/%.c=$(BUILD)/obj-san/%.o)
+TSAN_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-tsan/%.o)
+SANFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+TSANFLAGS := -fsanitize=thread
+
+TEST_C    := $(wildcard tests/test_*.c)
+TEST_CC   := $(wildcard tests/test_*.cc)
+UNIT_C    := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_C:tests/%.c=$(BUILD)/tests/%) $(TEST_CC:tests/%.cc=$(BUILD)/tests/%) \
+             $(UNIT_C:tests/unit/test_%.c=$(BUILD)/tests/test_unit_%)
+SAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-san/%,$(shell grep -L 'folio-test: no-sanitize' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
+TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
+TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
+
+.PHONY: all test test-normal test-sanitize test-tsan clean bench
+all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio
+
+folio:
+	@test -x folio || chmod +x folio
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	$(CC) $(OPT) $(LIBFLAGS) -c $< -o $@
+$(BUILD)/obj-san/%.o: src/%.c $(HDRS) | $(BUILD)/obj-san
+	$(CC) -O1 $(LIBFLAGS) $(SANFLAGS) -DFOLIO_PREFIX -c $< -o $@
+$(BUILD)/obj-tsan/%.o: src/%.c $(HDRS) | $(BUILD)/obj-tsan
+	$(CC) -O1 $(LIBFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX -c $< -o $@
+
+$(BUILD)/libfolio.so: $(OBJS)
+	$(CC) -shared -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
+$(BUILD)/libfolio.a: $(OBJS)
+	rm -f $@ && ar rcs $@ $(OBJS)
+$(BUILD)/libfolio-san.a: $(SAN_OBJS)
+	rm -f $@ && ar rcs $@ $(SAN_OBJS)
+$(BUILD)/libfolio-tsan.a: $(TSAN_OBJS)
+	rm -f $@ && ar rcs $@ $(TSAN_OBJS)
+
+$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan:
+	mkdir -p $@
+
+# normal mode: tests link the shared library, so malloc & co. are folio's
+$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libfolio.so $(wildcard tests/*.h) | $(BUILD)/tests
+	$(CC) $(TESTCFLAGS) $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD)) -ldl
+$(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
+	$(CXX) -std=gnu++17 -O1 -g $(WARN) -Iinclude -Itests -pthread $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD))
+# unit tests see folio's internals (static library, private headers)
+$(BUILD)/tests/test_unit_%: tests/unit/test_%.c $(BUILD)/libfolio.a $(HDRS) | $(BUILD)/tests
+	$(CC) $(TESTCFLAGS) -Isrc $< -o $@ $(BUILD)/libfolio.a
+$(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h) | $(BUILD)/tests-san
+	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl
+$(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h) | $(BUILD)/tests-tsan
+	$(CC) $(TESTCFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-tsan.a -ldl
+
+test-normal: all $(TEST_BINS)
+	bash tests/run.sh normal
+test-sanitize: $(SAN_TESTS)
+	bash tests/run.sh sanitize
+test-tsan: $(TSAN_TESTS)
+	bash tests/run.sh tsan
+test: test-normal test-sanitize test-tsan
+
+bench: all
+	./folio bench alloc --quick
+
+clean:
+	rm -rf $(BUILD)

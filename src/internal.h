@@ -1,0 +1,285 @@
+/* folio internal types and the interfaces between its modules.
+ *
+ * Layers include only downward:
+ *   override -> slab, huge -> pageset -> zone -> pagemap, meta -> os
+ * Every syscall goes through os.c. */
+#ifndef FOLIO_INTERNAL_H
+#define FOLIO_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "folio.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define INTERNAL __attribute__((visibility("hidden")))
+#define CACHELINE 64
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE ((size_t)1 << PAGE_SHIFT)
+#define CHUNK_SHIFT 21
+#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
+#define CHUNK_PAGES (CHUNK_SIZE >> PAGE_SHIFT) /* 512 */
+#define MAX_ORDER 9                            /* a whole chunk */
+#define PCP_MAX_ORDER 3                        /* pagesets cache orders 0..3 and chunks */
+
+#define MIN_ALIGN 16
+#define SMALL_MAX 32768        /* largest size served from slabs */
+#define NCLASSES 72            /* size classes 16 .. 32768 */
+#define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
+
+/* ---------------------------------------------------------------- os */
+/* The only module that makes syscalls.  Memory returned by os_reserve is
+ * zero-filled; os_purge leaves the range zero-filled and not resident. */
+void *os_reserve(size_t size, size_t align);
+void os_release(void *p, size_t size);
+void os_purge(void *p, size_t size);
+void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at);
+int os_cpu(void);
+int os_cpu_count(void);
+uint64_t os_now_ms(void);
+void os_futex_wait(_Atomic int *addr, int val);
+void os_futex_wake(_Atomic int *addr, int n);
+void os_write_err(const char *s);
+_Noreturn void os_fatal_ptr(const char *what, const void *p);
+uint64_t os_random_seed(void);
+size_t os_rss_bytes(void);
+void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes);
+int os_write_file(const char *path, const char *buf, size_t len);
+int os_getpid(void);
+void os_sleep_ms(unsigned ms);
+extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
+
+/* ---------------------------------------------------------------- lock */
+/* A small futex mutex: 0 unlocked, 1 locked, 2 locked with waiters.
+ * lock_acquire reports whether the lock was contended so that callers can
+ * count contention where it matters (the zone lock). */
+typedef struct {
+    _Atomic int v;
+} lock_t;
+
+static inline bool lock_try(lock_t *l) {
+    int e = 0;
+    return atomic_compare_exchange_strong_explicit(&l->v, &e, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+void lock_slow(lock_t *l);
+/* Returns true when the lock was taken without waiting. */
+static inline bool lock_acquire(lock_t *l) {
+    if (likely(lock_try(l))) return true;
+    lock_slow(l);
+    return false;
+}
+static inline void lock_release(lock_t *l) {
+    if (unlikely(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
+        os_futex_wake(&l->v, 1);
+}
+static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_relaxed); }
+
+/* ---------------------------------------------------------------- options */
+#define FOLIO_OPTIONS(X)                                                                       \
+    X(purge_delay_ms, "FOLIO_PURGE_DELAY_MS", 1000,                                            \
+      "milliseconds freed memory stays resident before it is purged (MADV_DONTNEED)")          \
+    X(purge_thread, "FOLIO_PURGE_THREAD", 1,                                                   \
+      "1: a background thread purges expired free memory when enough is waiting; 0: purge "  \
+      "only from allocation slow paths")                                                       \
+    X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 4,                                             \
+      "smallest free block purged, as a page order (4 = 64 KiB); whole 2 MiB chunks first")   \
+    X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \
+    X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
+      "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
+    X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
+    X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
+    X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
+      "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
+    X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
+      "empty slabs a thread keeps for reuse before returning them to the page heap")
+
+struct folio_options {
+#define X(name, env, def, doc) long name;
+    FOLIO_OPTIONS(X)
+#undef X
+    const char *report_path; /* FOLIO_REPORT */
+};
+extern struct folio_options opt;
+void options_init(void);
+
+/* ---------------------------------------------------------------- spans */
+enum span_kind {
+    SPAN_UNUSED = 0, /* descriptor in the pool */
+    SPAN_ZONE_FREE,  /* free block on a zone free list */
+    SPAN_PCP_FREE,   /* free block held by a per-CPU pageset */
+    SPAN_PURGING,    /* free block being purged outside the zone lock */
+    SPAN_TAKEN,      /* handed out by the page heap, not yet typed */
+    SPAN_SLAB,       /* slab of small objects */
+    SPAN_LARGE,      /* one large block */
+};
+
+#define SPAN_ZEROED 0x1u /* contents known to be zero */
+#define SPAN_FULL 0x2u   /* slab: on its bin's full list */
+
+struct heap;
+struct chunk;
+
+/* A span descriptor describes a run of pages of one chunk: a free buddy
+ * block, a slab or a large block.  Descriptors are type-stable (never
+ * returned to the OS) so that lockless readers never see foreign memory. */
+struct span {
+    /* owner's line: touched by the owning thread's malloc/free */
+    void *free;       /* slab: free objects (owner only) */
+    uint32_t used;    /* slab: objects out of the owner's free list and bump area */
+    uint32_t obj_size;
+    uint64_t obj_inv; /* slab: ceil(2^40 / obj_size) for the offset check */
+    uint8_t kind;
+    uint8_t order;    /* free block: buddy order */
+    uint8_t cls;      /* slab: size class */
+    uint8_t flags;
+    uint32_t npages;
+    char *start;
+    char *bump;       /* slab: first never-used object */
+    char *bump_end;   /* slab: end of the object area */
+    _Atomic(struct heap *) owner;
+    struct span *next, *prev;
+    /* shared line: remote frees and the zone's bookkeeping */
+    _Atomic uintptr_t thread_free __attribute__((aligned(CACHELINE)));
+    struct chunk *chunk;
+    uint32_t page_idx;
+    uint32_t capacity;
+    struct span *dnext, *dprev; /* zone: dirty blocks in free order */
+    uint64_t freed_at;
+};
+
+/* A chunk is 2 MiB of arena memory; its meta records, per page, the span
+ * that covers it (slab pages: every page; large blocks and free zone blocks:
+ * the head page only; everything else NULL). */
+struct chunk {
+    char *base;
+    _Atomic(struct span *) span_of[CHUNK_PAGES];
+};
+
+/* ---------------------------------------------------------------- meta, pagemap */
+void *meta_alloc(size_t size); /* zeroed, never freed; 64-byte aligned */
+void meta_lock_all(void);
+void meta_unlock_all(bool child);
+
+/* pagemap: chunk number -> chunk meta, or a huge extent (tagged with bit 0).
+ * Readable without locks: leaves are installed once and never removed. */
+#define PAGEMAP_HUGE_TAG 1u
+#define PAGEMAP_BITS 48
+#define PAGEMAP_LEAF_BITS 14
+#define PAGEMAP_TOP_BITS (PAGEMAP_BITS - CHUNK_SHIFT - PAGEMAP_LEAF_BITS)
+extern _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
+bool pagemap_set(uintptr_t addr, uintptr_t entry);
+
+static inline uintptr_t pagemap_get(uintptr_t a) {
+    if (unlikely(a >> PAGEMAP_BITS)) return 0;
+    _Atomic uintptr_t *leaf = atomic_load_explicit(
+        &pagemap_top[a >> (CHUNK_SHIFT + PAGEMAP_LEAF_BITS)], memory_order_acquire);
+    if (unlikely(!leaf)) return 0;
+    return atomic_load_explicit(&leaf[(a >> CHUNK_SHIFT) & ((1u << PAGEMAP_LEAF_BITS) - 1)],
+                                memory_order_acquire);
+}
+
+/* The span covering address a (arena memory only), or NULL. */
+static inline struct span *span_of_addr(uintptr_t a, uintptr_t entry) {
+    struct chunk *c = (struct chunk *)entry;
+    return atomic_load_explicit(&c->span_of[(a >> PAGE_SHIFT) & (CHUNK_PAGES - 1)],
+                                memory_order_acquire);
+}
+void span_map_pages(struct span *s, struct span *v, uint32_t first, uint32_t n);
+
+/* ---------------------------------------------------------------- zone */
+struct zone_stats {
+    uint64_t lock_acquired, lock_contended;
+    uint64_t pages_from_zone, pages_to_zone;
+    uint64_t purges, purged_bytes;
+    uint64_t free_pages, dirty_pages, chunks;
+};
+struct span *zone_alloc_pages(size_t npages, size_t align_pages);
+int zone_alloc_bulk(unsigned order, int n, struct span **out);
+void zone_free_span(struct span *s);
+void zone_free_bulk(struct span **blocks, int n);
+size_t zone_purge(bool all);
+bool zone_purge_pending(void);
+void zone_stats(struct zone_stats *st);
+void zone_lock_all(void);
+void zone_unlock_all(bool child);
+
+/* ---------------------------------------------------------------- pageset */
+struct pageset_stats {
+    int cpu;
+    long count, high, high_min, high_max, batch, chunks;
+    uint64_t refills, drains, trylock_failed;
+};
+void pageset_init(void);
+struct span *page_alloc(size_t npages, size_t align_pages);
+void page_free(struct span *s);
+int pageset_count(void);
+void pageset_stats(int i, struct pageset_stats *st);
+void pageset_totals(uint64_t *refills, uint64_t *drains, uint64_t *held_pages);
+void pageset_drain_all(void);
+void pageset_lock_all(void);
+void pageset_unlock_all(bool child);
+
+/* ---------------------------------------------------------------- size classes */
+extern uint8_t class_of_small[65]; /* (n + 15) >> 4 -> class, n <= 1024 */
+struct class_info {
+    uint32_t size;
+    uint32_t pages;     /* slab size in pages (a power of two) */
+    uint32_t capacity;  /* objects per slab */
+    uint64_t inv;       /* ceil(2^40 / size) */
+};
+extern struct class_info classes[NCLASSES];
+void classes_init(void);
+unsigned size_class(size_t n); /* n <= SMALL_MAX */
+
+/* ---------------------------------------------------------------- slab (objects) */
+struct heap_counts {
+    uint64_t small_allocs, small_bytes, frees;
+};
+void *small_alloc_slow(size_t n);
+void small_free_slow(struct span *s, void *p);
+void heap_counts(struct heap_counts *hc);
+void heap_lock_all(void);
+void heap_unlock_all(bool child);
+void slab_reclaim_abandoned(void);
+void heap_trim_current(void);
+
+/* ---------------------------------------------------------------- large / huge */
+void *large_alloc(size_t n, size_t align, bool zero);
+void large_free(struct span *s, void *p);
+struct huge;
+void *huge_alloc(size_t n, size_t align, bool zero);
+void huge_free(struct huge *h, void *p);
+void *huge_realloc(struct huge *h, void *p, size_t n);
+size_t huge_usable(struct huge *h, void *p);
+size_t huge_purge(bool all);
+bool huge_purge_pending(void);
+void huge_lock_all(void);
+void huge_unlock_all(bool child);
+struct huge_stats {
+    uint64_t mapped, cached, cache_hits, mremaps, purges, purged_bytes;
+};
+void huge_stats(struct huge_stats *st);
+
+/* ---------------------------------------------------------------- purge */
+void purge_tick(void); /* called from slow paths: purge what expired */
+void purge_maybe_start_thread(void);
+void purge_after_fork_child(void);
+
+/* ---------------------------------------------------------------- stats */
+struct global_counts {
+    _Atomic uint64_t large_allocs, large_bytes, large_frees;
+    _Atomic uint64_t huge_allocs, huge_bytes, huge_frees;
+    _Atomic uint64_t frees_without_heap;
+};
+extern struct global_counts gcount;
+
+void folio_init(void);
+extern _Atomic int folio_ready;
+extern uint64_t folio_secret;
+
+#endif

@@ -1,0 +1,40 @@
+/* meta: memory for folio's own descriptors (chunk metas, span descriptors,
+ * heaps, pageset arrays).
+ *
+ * Invariant: metadata is carved from OS reservations and never freed, so a
+ * pointer to a descriptor stays a pointer to a descriptor of the same type
+ * (type-stable) for the life of the process: lockless readers may see a
+ * stale descriptor, never foreign memory. */
+#include <string.h>
+
+#include "internal.h"
+
+#define META_RESERVE (4u << 20)
+
+static lock_t meta_lock;
+static char *meta_cur, *meta_end;
+
+void *meta_alloc(size_t size) {
+    size = (size + CACHELINE - 1) & ~(size_t)(CACHELINE - 1);
+    if (size >= META_RESERVE / 4) return os_reserve((size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), PAGE_SIZE);
+    lock_acquire(&meta_lock);
+    if ((size_t)(meta_end - meta_cur) < size) {
+        char *p = os_reserve(META_RESERVE, PAGE_SIZE);
+        if (!p) {
+            lock_release(&meta_lock);
+            return NULL;
+        }
+        meta_cur = p;
+        meta_end = p + META_RESERVE;
+    }
+    void *r = meta_cur;
+    meta_cur += size;
+    lock_release(&meta_lock);
+    return r;
+}
+
+void meta_lock_all(void) { lock_acquire(&meta_lock); }
+void meta_unlock_all(bool child) {
+    if (child) lock_reset(&meta_lock);
+    else lock_release(&meta_lock);
+}

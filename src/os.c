@@ -1,0 +1,216 @@
+/* os: the one narrow interface to the kernel.
+ *
+ * Invariant: every syscall folio makes is in this file.  Memory from
+ * os_reserve is zero-filled and 'align'-aligned; os_purge returns a range to
+ * the kernel and leaves it zero-filled; nothing here calls malloc (these run
+ * inside malloc, before constructors and inside dlsym). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+_Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
+
+static void mapped_add(ptrdiff_t d) {
+    size_t now = atomic_fetch_add_explicit(&os_mapped_bytes, (size_t)d, memory_order_relaxed) + (size_t)d;
+    size_t peak = atomic_load_explicit(&os_peak_mapped_bytes, memory_order_relaxed);
+    while (d > 0 && now > peak &&
+           !atomic_compare_exchange_weak_explicit(&os_peak_mapped_bytes, &peak, now,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+void *os_reserve(size_t size, size_t align) {
+    if (align < PAGE_SIZE) align = PAGE_SIZE;
+    size_t span = size + align - PAGE_SIZE;
+    if (span < size) return NULL;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = a - (uintptr_t)p, tail = span - head - size;
+    if (head) munmap(p, head);
+    if (tail) munmap((char *)a + size, tail);
+    mapped_add((ptrdiff_t)size);
+    return (void *)a;
+}
+
+void os_release(void *p, size_t size) {
+    if (munmap(p, size) == 0) mapped_add(-(ptrdiff_t)size);
+}
+
+void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+/* Move or resize a mapping without copying.  fixed_at: a reserved range to
+ * move onto (replaced), or NULL to resize in place only. */
+void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at) {
+    void *r = fixed_at ? mremap(old, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, fixed_at)
+                       : mremap(old, old_size, new_size, 0);
+    if (r == MAP_FAILED) return NULL;
+    if (fixed_at)
+        mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size - (ptrdiff_t)new_size); /* fixed range was counted */
+    else
+        mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size);
+    return r;
+}
+
+/* The current CPU: from glibc's registered rseq area when there is one
+ * (a plain load), else from getcpu (vDSO). */
+extern __attribute__((weak)) const ptrdiff_t __rseq_offset;
+extern __attribute__((weak)) const unsigned int __rseq_size;
+
+int os_cpu(void) {
+    if (&__rseq_size && __rseq_size >= 8) {
+        const char *tp = __builtin_thread_pointer();
+        int cpu = *(const volatile int32_t *)(tp + __rseq_offset + 4);
+        if (cpu >= 0) return cpu;
+    }
+    int c = sched_getcpu();
+    return c < 0 ? 0 : c;
+}
+
+/* Parse /sys/devices/system/cpu/possible ("0-7" or "0,2-3"); no malloc. */
+int os_cpu_count(void) {
+    int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 64;
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 64;
+    buf[n] = 0;
+    int max = 0, v = 0;
+    bool in = false;
+    for (char *s = buf; *s; s++) {
+        if (*s >= '0' && *s <= '9') {
+            v = v * 10 + (*s - '0');
+            in = true;
+        } else {
+            if (in && v > max) max = v;
+            v = 0;
+            in = false;
+        }
+    }
+    if (in && v > max) max = v;
+    return max + 1;
+}
+
+uint64_t os_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void os_futex_wait(_Atomic int *addr, int val) {
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+void os_futex_wake(_Atomic int *addr, int n) {
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+void os_write_err(const char *s) {
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR) continue;
+            return;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* "folio: <what> 0x<hex>" on stderr, then abort(): the message names the
+ * pointer as glibc's do. */
+_Noreturn void os_fatal_ptr(const char *what, const void *p) {
+    char buf[160], hex[24];
+    uintptr_t v = (uintptr_t)p;
+    int i = 0;
+    do {
+        hex[i++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    size_t n = 0;
+    const char *pre = "folio: ";
+    while (*pre) buf[n++] = *pre++;
+    while (*what && n < 100) buf[n++] = *what++;
+    buf[n++] = ' ';
+    buf[n++] = '0';
+    buf[n++] = 'x';
+    while (i) buf[n++] = hex[--i];
+    buf[n++] = '\n';
+    buf[n] = 0;
+    os_write_err(buf);
+    abort();
+}
+
+uint64_t os_random_seed(void) {
+    uint64_t r = 0;
+    const unsigned char *rnd = (const unsigned char *)getauxval(AT_RANDOM);
+    if (rnd) memcpy(&r, rnd + 8, sizeof r);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull;
+    r ^= (uint64_t)(uintptr_t)&r;
+    return r | 1;
+}
+
+size_t os_rss_bytes(void) {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *s = buf;
+    while (*s && *s != ' ') s++; /* skip size */
+    return (size_t)strtoull(s, NULL, 10) * PAGE_SIZE;
+}
+
+void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes) {
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    getrusage(RUSAGE_SELF, &ru);
+    *minflt = (uint64_t)ru.ru_minflt;
+    *majflt = (uint64_t)ru.ru_majflt;
+    *maxrss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+int os_write_file(const char *path, const char *buf, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    while (len) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return close(fd);
+}
+
+int os_getpid(void) { return (int)getpid(); }
+
+void os_sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}

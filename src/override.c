@@ -1,0 +1,421 @@
+/* override: the exported malloc family, C++ operators, initialisation,
+ * fork handlers and the exit report.
+ *
+ * Invariants:
+ *  - every exported call works before folio's constructor has run (first
+ *    call initialises; initialisation never allocates) and inside dlsym;
+ *  - sizes above PTRDIFF_MAX and overflowing products fail with ENOMEM;
+ *  - a pointer folio does not own, or a second free of a small object, ends
+ *    the process with a message naming the pointer;
+ *  - fork: the prepare handler takes every folio lock (in layer order), so
+ *    the child starts with consistent state and can allocate. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slab.h"
+
+#ifdef FOLIO_PREFIX
+#define API(name) folio_##name
+#else
+#define API(name) name
+#endif
+#define EXPORT __attribute__((visibility("default")))
+
+_Atomic int folio_ready;
+uint64_t folio_secret;
+static lock_t init_lock;
+
+void folio_init(void) {
+    if (likely(atomic_load_explicit(&folio_ready, memory_order_acquire))) return;
+    lock_acquire(&init_lock);
+    if (!atomic_load_explicit(&folio_ready, memory_order_relaxed)) {
+        options_init();
+        classes_init();
+        folio_secret = os_random_seed();
+        pageset_init();
+        slab_init();
+        atomic_store_explicit(&folio_ready, 1, memory_order_release);
+    }
+    lock_release(&init_lock);
+}
+
+/* ---- the tiers ---- */
+
+void *large_alloc(size_t n, size_t align, bool zero) {
+    folio_init();
+    size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
+    struct span *s = page_alloc(npages ? npages : 1, align_pages);
+    if (unlikely(!s)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (zero && !(s->flags & SPAN_ZEROED)) folio_clear(s->start, n);
+    s->flags = 0;
+    s->kind = SPAN_LARGE;
+    span_map_pages(s, s, s->page_idx, 1);
+    atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
+    purge_maybe_start_thread();
+    return s->start;
+}
+
+void large_free(struct span *s, void *p) {
+    if (unlikely(p != s->start)) os_fatal_ptr("free(): invalid pointer", p);
+    span_map_pages(s, NULL, s->page_idx, 1);
+    s->kind = SPAN_TAKEN;
+    s->flags = 0;
+    atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
+    page_free(s);
+}
+
+static void *big_alloc(size_t n, size_t align, bool zero) {
+    if (unlikely(n > PTRDIFF_MAX)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_alloc(n, align, zero);
+    return huge_alloc(n, align, zero);
+}
+
+/* What p is: a slab object, a large block or a huge extent; NULL-safe
+ * lookups report "not ours" as 0. */
+enum kind { NOT_OURS, SMALL, LARGE, HUGE };
+static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
+    uintptr_t a = (uintptr_t)p;
+    uintptr_t e = pagemap_get(a);
+    if (unlikely(!e)) return NOT_OURS;
+    if (unlikely(e & PAGEMAP_HUGE_TAG)) {
+        *hp = (struct huge *)(e & ~(uintptr_t)PAGEMAP_HUGE_TAG);
+        return HUGE;
+    }
+    struct span *s = span_of_addr(a, e);
+    if (unlikely(!s)) return NOT_OURS;
+    *sp = s;
+    if (likely(s->kind == SPAN_SLAB)) return SMALL;
+    if (s->kind == SPAN_LARGE) return LARGE;
+    return NOT_OURS;
+}
+
+/* ---- the standard API ---- */
+
+EXPORT void *API(malloc)(size_t n) {
+    if (likely(n <= SMALL_MAX)) return small_alloc(n);
+    return big_alloc(n, MIN_ALIGN, false);
+}
+
+EXPORT void API(free)(void *p) {
+    if (unlikely(!p)) return;
+    struct span *s = NULL;
+    struct huge *h = NULL;
+    switch (classify(p, &s, &h)) {
+    case SMALL: small_free(s, p); return;
+    case LARGE: large_free(s, p); return;
+    case HUGE: huge_free(h, p); return;
+    default: os_fatal_ptr("free(): invalid pointer", p);
+    }
+}
+
+EXPORT void *API(calloc)(size_t a, size_t b) {
+    size_t n;
+    if (unlikely(__builtin_mul_overflow(a, b, &n))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (likely(n <= SMALL_MAX)) {
+        void *p = small_alloc(n);
+        if (likely(p)) memset(p, 0, n);
+        return p;
+    }
+    return big_alloc(n, MIN_ALIGN, true);
+}
+
+EXPORT size_t API(malloc_usable_size)(void *p) {
+    if (!p) return 0;
+    struct span *s = NULL;
+    struct huge *h = NULL;
+    switch (classify(p, &s, &h)) {
+    case SMALL: return s->obj_size;
+    case LARGE: return (size_t)s->npages << PAGE_SHIFT;
+    case HUGE: return huge_usable(h, p);
+    default: os_fatal_ptr("malloc_usable_size(): invalid pointer", p);
+    }
+}
+
+EXPORT void *API(realloc)(void *p, size_t n) {
+    if (!p) return API(malloc)(n);
+    if (n == 0) {
+        API(free)(p);
+        return NULL;
+    }
+    struct span *s = NULL;
+    struct huge *h = NULL;
+    size_t usable;
+    switch (classify(p, &s, &h)) {
+    case SMALL:
+        usable = s->obj_size;
+        if (n <= usable && n > usable / 2) return p;
+        break;
+    case LARGE:
+        if (p != s->start) os_fatal_ptr("realloc(): invalid pointer", p);
+        usable = (size_t)s->npages << PAGE_SHIFT;
+        if (n <= usable && n > usable / 2) return p;
+        break;
+    case HUGE:
+        usable = huge_usable(h, p);
+        if (n > LARGE_MAX) {
+            void *r = huge_realloc(h, p, n);
+            if (r) return r;
+        }
+        break;
+    default: os_fatal_ptr("realloc(): invalid pointer", p);
+    }
+    void *q = API(malloc)(n);
+    if (!q) return NULL;
+    memcpy(q, p, n < usable ? n : usable);
+    API(free)(p);
+    return q;
+}
+
+EXPORT void *API(reallocarray)(void *p, size_t a, size_t b) {
+    size_t n;
+    if (__builtin_mul_overflow(a, b, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return API(realloc)(p, n);
+}
+
+/* align: a power of two. */
+static void *aligned(size_t align, size_t n) {
+    if (align <= MIN_ALIGN) return API(malloc)(n);
+    if (n <= SMALL_MAX && align <= PAGE_SIZE) {
+        /* a class whose size is a multiple of align has aligned objects:
+         * slabs start on page boundaries */
+        for (unsigned c = size_class(n ? n : 1); c < NCLASSES; c++)
+            if (classes[c].size % align == 0) return small_alloc(classes[c].size);
+    }
+    return big_alloc(n ? n : 1, align, false);
+}
+
+EXPORT void *API(aligned_alloc)(size_t align, size_t n) {
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    folio_init();
+    return aligned(align, n);
+}
+
+EXPORT int API(posix_memalign)(void **out, size_t align, size_t n) {
+    if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
+    folio_init();
+    int saved = errno;
+    void *p = aligned(align, n);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+EXPORT void *API(memalign)(size_t align, size_t n) {
+    if (align > ((size_t)1 << 62)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzll(align));
+    folio_init();
+    return aligned(align, n);
+}
+
+EXPORT void *API(valloc)(size_t n) {
+    folio_init();
+    return aligned(PAGE_SIZE, n);
+}
+
+EXPORT void *API(pvalloc)(size_t n) {
+    folio_init();
+    if (n > PTRDIFF_MAX) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    n = n ? (n + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1) : PAGE_SIZE;
+    return aligned(PAGE_SIZE, n);
+}
+
+EXPORT void API(free_sized)(void *p, size_t n) {
+    (void)n;
+    API(free)(p);
+}
+
+EXPORT void API(free_aligned_sized)(void *p, size_t align, size_t n) {
+    (void)align;
+    (void)n;
+    API(free)(p);
+}
+
+EXPORT int API(malloc_trim)(size_t pad) {
+    (void)pad;
+    folio_init();
+    heap_trim_current();
+    slab_reclaim_abandoned();
+    pageset_drain_all();
+    size_t released = zone_purge(true) + huge_purge(true);
+    return released > 0;
+}
+
+static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hblkhd,
+                      size_t *uord, size_t *ford) {
+    folio_init();
+    struct zone_stats zs;
+    struct huge_stats hs;
+    uint64_t refills, drains, held;
+    zone_stats(&zs);
+    huge_stats(&hs);
+    pageset_totals(&refills, &drains, &held);
+    size_t zone_bytes = (size_t)zs.chunks * CHUNK_SIZE;
+    size_t free_bytes = ((size_t)zs.free_pages + held) << PAGE_SHIFT;
+    *arena = zone_bytes;
+    *ordblks = (size_t)zs.free_pages;
+    *hblks = (size_t)atomic_load(&gcount.huge_allocs) - atomic_load(&gcount.huge_frees);
+    *hblkhd = hs.mapped - hs.cached;
+    *uord = zone_bytes - free_bytes + *hblkhd;
+    *ford = free_bytes + hs.cached;
+}
+
+EXPORT struct mallinfo2 API(mallinfo2)(void) {
+    struct mallinfo2 m;
+    memset(&m, 0, sizeof m);
+    fill_info(&m.arena, &m.ordblks, &m.hblks, &m.hblkhd, &m.uordblks, &m.fordblks);
+    return m;
+}
+
+#ifndef FOLIO_PREFIX
+EXPORT struct mallinfo mallinfo(void) {
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo m;
+    memset(&m, 0, sizeof m);
+    m.arena = (int)m2.arena;
+    m.ordblks = (int)m2.ordblks;
+    m.hblks = (int)m2.hblks;
+    m.hblkhd = (int)m2.hblkhd;
+    m.uordblks = (int)m2.uordblks;
+    m.fordblks = (int)m2.fordblks;
+    return m;
+}
+
+/* ---- C++ operators (Itanium ABI names), without a libstdc++ dependency:
+ * failure calls the program's new_handler, else throws std::bad_alloc
+ * through libstdc++ when it is loaded (it is, in any C++ program). */
+extern void (*_ZSt15get_new_handlerv(void))(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static void *cxx_new(size_t n, size_t align, bool nothrow) {
+    for (;;) {
+        void *p = align <= MIN_ALIGN ? API(malloc)(n) : aligned(align, n);
+        if (likely(p)) return p;
+        void (*handler)(void) = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        if (handler) {
+            handler();
+            continue;
+        }
+        if (nothrow) return NULL;
+        if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+        os_write_err("folio: operator new: out of memory\n");
+        abort();
+    }
+}
+
+#define NEW(name, ...) EXPORT void *name
+NEW(_Znwm)(size_t n) { return cxx_new(n, 0, false); }
+NEW(_Znam)(size_t n) { return cxx_new(n, 0, false); }
+NEW(_ZnwmRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
+NEW(_ZnamRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
+NEW(_ZnwmSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
+NEW(_ZnamSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
+NEW(_ZnwmSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    folio_init();
+    return cxx_new(n, al, true);
+}
+NEW(_ZnamSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    folio_init();
+    return cxx_new(n, al, true);
+}
+EXPORT void _ZdlPv(void *p) { free(p); }
+EXPORT void _ZdaPv(void *p) { free(p); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free(p); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free(p); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+    (void)al;
+    (void)nt;
+    free(p);
+}
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+    (void)al;
+    (void)nt;
+    free(p);
+}
+#endif
+
+/* ---- folio's own API ---- */
+
+EXPORT void *folio_alloc_pages(size_t npages, unsigned flags) {
+    if (npages == 0 || npages > (PTRDIFF_MAX >> PAGE_SHIFT)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return big_alloc(npages << PAGE_SHIFT, PAGE_SIZE, flags & FOLIO_ZERO);
+}
+
+EXPORT void folio_free_pages(void *p, size_t npages) {
+    (void)npages;
+    API(free)(p);
+}
+
+/* ---- process hooks ---- */
+
+static void fork_prepare(void) {
+    heap_lock_all();
+    huge_lock_all();
+    pageset_lock_all();
+    zone_lock_all();
+    meta_lock_all();
+}
+static void fork_parent(void) {
+    meta_unlock_all(false);
+    zone_unlock_all(false);
+    pageset_unlock_all(false);
+    huge_unlock_all(false);
+    heap_unlock_all(false);
+}
+static void fork_child(void) {
+    meta_unlock_all(true);
+    zone_unlock_all(true);
+    pageset_unlock_all(true);
+    huge_unlock_all(true);
+    heap_unlock_all(true);
+    purge_after_fork_child();
+}
+
+__attribute__((constructor)) static void folio_ctor(void) {
+    folio_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+__attribute__((destructor)) static void folio_dtor(void) {
+    if (opt.report_path && *opt.report_path) folio_report_write(opt.report_path);
+}

@@ -1,0 +1,36 @@
+/* pagemap: address -> chunk meta (arena memory) or huge extent descriptor.
+ *
+ * Invariant: a leaf, once installed in pagemap_top, is never removed or
+ * moved, and entries are published with release stores before any pointer
+ * into their range is handed out; free() and realloc() therefore look up
+ * metadata with two acquire loads and no lock. */
+#include "internal.h"
+
+_Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
+
+static _Atomic uintptr_t *leaf_for(uintptr_t a) {
+    _Atomic(_Atomic uintptr_t *) *slot = &pagemap_top[a >> (CHUNK_SHIFT + PAGEMAP_LEAF_BITS)];
+    _Atomic uintptr_t *leaf = atomic_load_explicit(slot, memory_order_acquire);
+    if (leaf) return leaf;
+    _Atomic uintptr_t *fresh = meta_alloc(sizeof(uintptr_t) << PAGEMAP_LEAF_BITS);
+    if (!fresh) return NULL;
+    if (atomic_compare_exchange_strong_explicit(slot, &leaf, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return fresh;
+    return leaf; /* lost the race: the fresh leaf is wasted (rare, bounded) */
+}
+
+bool pagemap_set(uintptr_t addr, uintptr_t entry) {
+    if (addr >> PAGEMAP_BITS) return false;
+    _Atomic uintptr_t *leaf = leaf_for(addr);
+    if (!leaf) return false;
+    atomic_store_explicit(&leaf[(addr >> CHUNK_SHIFT) & ((1u << PAGEMAP_LEAF_BITS) - 1)], entry,
+                          memory_order_release);
+    return true;
+}
+
+void span_map_pages(struct span *s, struct span *v, uint32_t first, uint32_t n) {
+    struct chunk *c = s->chunk;
+    for (uint32_t i = 0; i < n; i++)
+        atomic_store_explicit(&c->span_of[first + i], v, memory_order_release);
+}

@@ -1,0 +1,42 @@
+/* sizeclass: the small-object size classes.
+ *
+ * Classes are 16 bytes apart up to 128, then eight per power of two, so a
+ * request wastes at most 15 bytes or 1/8 of its class.  A class's slab is the
+ * smallest power-of-two run of pages (at least 4) that holds 8 objects and
+ * leaves at most 1/8 of itself unused at the end.
+ * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
+ * multiple of 16; class_of_small agrees with size_class for n <= 1024. */
+#include "internal.h"
+
+struct class_info classes[NCLASSES];
+uint8_t class_of_small[65];
+
+unsigned size_class(size_t n) {
+    if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
+    unsigned k = 63u - (unsigned)__builtin_clzll(n - 1); /* n in (2^k, 2^(k+1)] */
+    return 8u + (k - 7u) * 8u + (unsigned)(((n - 1) >> (k - 3)) & 7u);
+}
+
+static uint32_t class_size(unsigned c) {
+    if (c < 8) return (c + 1) * 16;
+    unsigned k = 7 + (c - 8) / 8, sub = (c - 8) % 8;
+    return (1u << k) + (sub + 1) * (1u << (k - 3));
+}
+
+void classes_init(void) {
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        uint32_t size = class_size(c);
+        uint32_t pages = 4;
+        for (;;) {
+            size_t bytes = (size_t)pages << PAGE_SHIFT;
+            size_t cap = bytes / size;
+            if (cap >= 8 && (bytes - cap * size) * 8 <= bytes) break;
+            pages *= 2;
+        }
+        classes[c].size = size;
+        classes[c].pages = pages;
+        classes[c].capacity = (uint32_t)(((size_t)pages << PAGE_SHIFT) / size);
+        classes[c].inv = (((uint64_t)1 << 40) + size - 1) / size;
+    }
+    for (unsigned i = 0; i <= 64; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
+}

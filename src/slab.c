@@ -1,0 +1,419 @@
+/* slab: the slow paths of the object layer, per-thread heaps, remote frees,
+ * thread exit and adoption of abandoned slabs.  The invariants are stated in
+ * slab.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+
+#include "slab.h"
+
+__thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
+struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
+static struct span span_empty; /* every bin's cur when it has none: free == NULL */
+
+/* heap registry (stats, reuse of exited threads' heaps) */
+static lock_t heap_lock;
+static struct heap *heaps_all, *heaps_free;
+static struct heap_counts dead_counts; /* counts of heaps whose thread exited */
+
+/* abandoned slabs, per class, waiting for a live thread to adopt them */
+static lock_t abandoned_lock;
+static struct span *abandoned[NCLASSES];
+
+static pthread_key_t heap_key;
+static _Atomic uint64_t remote_frees_without_heap;
+
+_Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
+
+/* ---- bin lists (owner only), doubly linked through next/prev ---- */
+static void list_push(struct span **head, struct span *s) {
+    s->prev = NULL;
+    s->next = *head;
+    if (*head) (*head)->prev = s;
+    *head = s;
+}
+static void list_remove(struct span **head, struct span *s) {
+    if (s->prev) s->prev->next = s->next;
+    else *head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+/* Move the objects other threads freed onto s->free.  Returns how many. */
+static uint32_t collect(struct span *s) {
+    uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+    if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
+    if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    uint32_t n = 1;
+    void **tail = (void **)tf;
+    while (tail[0]) {
+        tail = tail[0];
+        n++;
+    }
+    tail[0] = s->free;
+    s->free = (void *)tf;
+    s->used -= n;
+    return n;
+}
+
+/* Return a slab's pages: to the heap's small cache of empty slabs, or to the
+ * page heap. */
+static void retire(struct heap *h, struct span *s) {
+    span_map_pages(s, NULL, s->page_idx, s->npages);
+    s->kind = SPAN_TAKEN;
+    s->flags = 0;
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    if (h && h->nr_empty < opt.heap_empty_slabs) {
+        s->next = h->empty;
+        h->empty = s;
+        h->nr_empty++;
+        return;
+    }
+    page_free(s);
+}
+
+/* Put the exhausted slab s on its bin's full list.  Fails (false) when
+ * remote frees arrived meanwhile: the caller collects them instead. */
+static bool make_full(struct bin *b, struct span *s) {
+    uintptr_t e = 0;
+    if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &e, SLAB_FULL_TAG,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        return false;
+    s->flags |= SPAN_FULL;
+    list_push(&b->full, s);
+    return true;
+}
+
+/* Take s off the full list (it has free objects again). */
+static void unfull(struct bin *b, struct span *s) {
+    list_remove(&b->full, s);
+    s->flags &= (uint8_t)~SPAN_FULL;
+    uintptr_t e = SLAB_FULL_TAG;
+    atomic_compare_exchange_strong_explicit(&s->thread_free, &e, 0, memory_order_acq_rel,
+                                            memory_order_relaxed);
+}
+
+/* Carve up to a page's worth of never-used objects onto s->free. */
+static void extend(struct span *s) {
+    size_t size = s->obj_size;
+    size_t left = (size_t)(s->bump_end - s->bump) / size;
+    size_t k = PAGE_SIZE / size;
+    if (k < 1) k = 1;
+    if (k > left) k = left;
+    char *p = s->bump;
+    for (size_t i = 0; i + 1 < k; i++) ((void **)(p + i * size))[0] = p + (i + 1) * size;
+    ((void **)(p + (k - 1) * size))[0] = s->free;
+    s->free = p;
+    s->bump = p + k * size;
+}
+
+static struct span *slab_new(struct heap *h, unsigned c) {
+    const struct class_info *ci = &classes[c];
+    struct span *s = NULL, **pp = &h->empty;
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->npages == ci->pages) {
+            s = *pp;
+            *pp = s->next;
+            h->nr_empty--;
+            break;
+        }
+    if (!s) {
+        s = page_alloc(ci->pages, 1);
+        if (!s) return NULL;
+    }
+    s->cls = (uint8_t)c;
+    s->obj_size = ci->size;
+    s->obj_inv = ci->inv;
+    s->capacity = ci->capacity;
+    s->free = NULL;
+    s->used = 0;
+    s->bump = s->start;
+    s->bump_end = s->start + (size_t)ci->capacity * ci->size;
+    s->flags = 0;
+    s->next = s->prev = NULL;
+    atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->owner, h, memory_order_relaxed);
+    s->kind = SPAN_SLAB;
+    span_map_pages(s, s, s->page_idx, s->npages); /* release: publishes the fields above */
+    return s;
+}
+
+/* Adopt a slab of class c left by an exited thread. */
+static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
+    for (;;) {
+        if (!abandoned[c]) return NULL;
+        lock_acquire(&abandoned_lock);
+        struct span *s = abandoned[c];
+        if (s) abandoned[c] = s->next;
+        lock_release(&abandoned_lock);
+        if (!s) return NULL;
+        s->next = s->prev = NULL;
+        atomic_store_explicit(&s->owner, h, memory_order_release);
+        collect(s);
+        if (s->used == 0) {
+            retire(h, s);
+            continue;
+        }
+        if (s->free || s->bump < s->bump_end) return s;
+        if (!make_full(b, s)) return s; /* remote frees arrived: usable */
+    }
+}
+
+/* Move full slabs that received remote frees back to the partial list. */
+static void rescue_full(struct heap *h, struct bin *b) {
+    struct span *s = b->full;
+    while (s) {
+        struct span *next = s->next;
+        if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) != SLAB_FULL_TAG) {
+            unfull(b, s);
+            collect(s);
+            if (s->used == 0) retire(h, s);
+            else list_push(&b->partial, s);
+        }
+        s = next;
+    }
+}
+
+static void heap_thread_exit(void *arg);
+
+static struct heap *heap_create(void) {
+    folio_init();
+    lock_acquire(&heap_lock);
+    struct heap *h = heaps_free;
+    if (h) heaps_free = h->free_next;
+    lock_release(&heap_lock);
+    if (!h) {
+        h = meta_alloc(sizeof *h);
+        if (!h) return NULL;
+        lock_acquire(&heap_lock);
+        h->all_next = heaps_all;
+        heaps_all = h;
+        lock_release(&heap_lock);
+    }
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        h->bins[c].cur = &span_empty;
+        h->bins[c].partial = h->bins[c].full = NULL;
+        h->bins[c].allocs = 0;
+    }
+    h->frees = 0;
+    h->empty = NULL;
+    h->nr_empty = 0;
+    h->live = true;
+    tl_heap = h;
+    pthread_setspecific(heap_key, h);
+    return h;
+}
+
+void *small_alloc_slow(size_t n) {
+    struct heap *h = tl_heap;
+    if (!h && !(h = heap_create())) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned c = size_class(n);
+    struct bin *b = &h->bins[c];
+    for (;;) {
+        struct span *s = b->cur;
+        if (s != &span_empty) {
+            if (s->free || collect(s)) break;
+            if (s->bump < s->bump_end) {
+                extend(s);
+                break;
+            }
+            if (!make_full(b, s)) continue;
+            b->cur = &span_empty;
+        }
+        uint64_t bit = 1ull << (c & 63);
+        if (atomic_load_explicit(&h->full_freed[c >> 6], memory_order_relaxed) & bit) {
+            atomic_fetch_and_explicit(&h->full_freed[c >> 6], ~bit, memory_order_acquire);
+            rescue_full(h, b);
+        }
+        if (b->partial) {
+            s = b->partial;
+            list_remove(&b->partial, s);
+            b->cur = s;
+            continue;
+        }
+        s = adopt(h, b, c);
+        if (!s) {
+            purge_tick();
+            s = slab_new(h, c);
+        }
+        if (!s) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        b->cur = s;
+    }
+    struct span *s = b->cur;
+    void **p = s->free;
+    s->free = p[0];
+    p[1] = NULL;
+    s->used++;
+    b->allocs++;
+    return p;
+}
+
+/* A local free made s empty, or landed on a full slab. */
+void small_free_slow(struct span *s, void *p) {
+    (void)p;
+    struct heap *h = tl_heap;
+    struct bin *b = &h->bins[s->cls];
+    if (s->flags & SPAN_FULL) {
+        unfull(b, s);
+        if (s->used != 0) {
+            list_push(&b->partial, s);
+            return;
+        }
+    } else if (s == b->cur) {
+        return; /* keep the current slab even when empty */
+    } else {
+        list_remove(&b->partial, s);
+    }
+    retire(h, s);
+}
+
+void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
+    uintptr_t *w = p;
+    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+    unsigned c = s->cls;
+    w[1] = tag;
+    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+    do {
+        w[0] = old == SLAB_FULL_TAG ? 0 : old;
+    } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
+                                                    memory_order_release, memory_order_relaxed));
+    if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
+        atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
+                                 memory_order_release);
+    struct heap *h = tl_heap;
+    if (h) h->frees++;
+    else atomic_fetch_add_explicit(&remote_frees_without_heap, 1, memory_order_relaxed);
+}
+
+/* Thread exit: give every slab with live objects to the abandoned lists and
+ * the rest back to the page heap; the heap struct is kept for reuse. */
+static void heap_abandon(struct heap *h) {
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        struct bin *b = &h->bins[c];
+        struct span *list = NULL;
+        if (b->cur != &span_empty) list_push(&list, b->cur);
+        b->cur = &span_empty;
+        while (b->partial) {
+            struct span *s = b->partial;
+            list_remove(&b->partial, s);
+            list_push(&list, s);
+        }
+        while (b->full) {
+            struct span *s = b->full;
+            unfull(b, s);
+            list_push(&list, s);
+        }
+        while (list) {
+            struct span *s = list;
+            list = s->next;
+            collect(s);
+            if (s->used == 0) {
+                retire(NULL, s);
+                continue;
+            }
+            atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
+            collect(s); /* frees that raced with the owner change */
+            lock_acquire(&abandoned_lock);
+            s->next = abandoned[c];
+            abandoned[c] = s;
+            lock_release(&abandoned_lock);
+        }
+    }
+    while (h->empty) {
+        struct span *s = h->empty;
+        h->empty = s->next;
+        page_free(s);
+    }
+    h->nr_empty = 0;
+    lock_acquire(&heap_lock);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        dead_counts.small_allocs += h->bins[c].allocs;
+        dead_counts.small_bytes += h->bins[c].allocs * classes[c].size;
+        h->bins[c].allocs = 0;
+    }
+    dead_counts.frees += h->frees;
+    h->frees = 0;
+    h->live = false;
+    h->free_next = heaps_free;
+    heaps_free = h;
+    lock_release(&heap_lock);
+}
+
+static void heap_thread_exit(void *arg) {
+    struct heap *h = arg;
+    if (h && tl_heap == h) {
+        tl_heap = NULL;
+        heap_abandon(h);
+    }
+}
+
+/* Retire abandoned slabs whose objects have all been freed (called from the
+ * purger; no thread may ever adopt them otherwise). */
+void slab_reclaim_abandoned(void) {
+    lock_acquire(&abandoned_lock);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        struct span **pp = &abandoned[c];
+        while (*pp) {
+            struct span *s = *pp;
+            collect(s);
+            if (s->used == 0) {
+                *pp = s->next;
+                retire(NULL, s);
+            } else {
+                pp = &s->next;
+            }
+        }
+    }
+    lock_release(&abandoned_lock);
+}
+
+void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
+
+void heap_counts(struct heap_counts *hc) {
+    lock_acquire(&heap_lock);
+    *hc = dead_counts;
+    for (struct heap *h = heaps_all; h; h = h->all_next) {
+        if (!h->live) continue;
+        for (unsigned c = 0; c < NCLASSES; c++) {
+            uint64_t a = __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
+            hc->small_allocs += a;
+            hc->small_bytes += a * classes[c].size;
+        }
+        hc->frees += __atomic_load_n(&h->frees, __ATOMIC_RELAXED);
+    }
+    hc->frees += atomic_load_explicit(&remote_frees_without_heap, memory_order_relaxed);
+    lock_release(&heap_lock);
+}
+
+/* Drop the calling thread's cache of empty slabs (malloc_trim). */
+void heap_trim_current(void) {
+    struct heap *h = tl_heap;
+    if (!h) return;
+    while (h->empty) {
+        struct span *s = h->empty;
+        h->empty = s->next;
+        page_free(s);
+    }
+    h->nr_empty = 0;
+}
+
+void heap_lock_all(void) {
+    lock_acquire(&heap_lock);
+    lock_acquire(&abandoned_lock);
+}
+void heap_unlock_all(bool child) {
+    if (child) {
+        lock_reset(&abandoned_lock);
+        lock_reset(&heap_lock);
+    } else {
+        lock_release(&abandoned_lock);
+        lock_release(&heap_lock);
+    }
+}

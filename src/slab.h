@@ -1,0 +1,89 @@
+/* slab: per-thread heaps of small objects; the inline fast paths.
+ *
+ * Invariants:
+ *  - a slab (span of kind SPAN_SLAB) belongs to one heap (its owner) or to
+ *    the abandoned lists (owner == &heap_abandoned); only the owner touches
+ *    s->free, s->used, s->bump and the bin lists, with no atomic instruction;
+ *  - any other thread frees an object with one atomic push onto
+ *    s->thread_free; the owner takes the whole list with one exchange;
+ *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
+ *    list with no remote frees waiting: the first remote free onto a full slab
+ *    sees the tag and tells the owner (one bit in heap->full_freed);
+ *  - s->used counts objects neither on s->free nor in the bump area (so
+ *    objects waiting on thread_free are 'used'); a slab with used == 0 that
+ *    is not its bin's current slab is retired;
+ *  - a free object's second word holds (address ^ folio_secret); malloc
+ *    clears it, so free of an object whose word already holds it is a double
+ *    free. */
+#ifndef FOLIO_SLAB_H
+#define FOLIO_SLAB_H
+
+#include "internal.h"
+
+#define SLAB_FULL_TAG ((uintptr_t)1)
+
+struct bin {
+    struct span *cur;     /* slab being allocated from (never NULL: &span_empty) */
+    struct span *partial; /* other slabs with free objects */
+    struct span *full;    /* slabs with none */
+    uint64_t allocs;
+};
+
+struct heap {
+    struct bin bins[NCLASSES];
+    uint64_t frees;
+    struct span *empty; /* retired slabs kept for reuse */
+    long nr_empty;
+    struct heap *all_next, *free_next;
+    bool live;
+    /* written by other threads: bins whose full slabs got remote frees */
+    _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
+};
+
+extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
+extern struct heap heap_abandoned;
+void slab_init(void);
+_Noreturn void slab_bad_free(const void *p);
+void slab_remote_free(struct span *s, void *p, uintptr_t tag);
+
+static inline void *small_alloc(size_t n) {
+    struct heap *h = tl_heap;
+    if (likely(h != NULL)) {
+        unsigned c = likely(n <= 1024) ? class_of_small[(n + 15) >> 4] : size_class(n);
+        struct bin *b = &h->bins[c];
+        struct span *s = b->cur;
+        void **p = s->free;
+        if (likely(p != NULL)) {
+            s->free = p[0];
+            p[1] = NULL;
+            s->used++;
+            b->allocs++;
+            return p;
+        }
+    }
+    return small_alloc_slow(n);
+}
+
+/* p lies in slab s.  Checks that it is an object start, not past the bump
+ * area and not already free, then returns it to the owner's list or to the
+ * slab's remote list. */
+static inline void small_free(struct span *s, void *p) {
+    uintptr_t off = (uintptr_t)((char *)p - s->start);
+    if (unlikely(((off * s->obj_inv) >> 40) * s->obj_size != off)) slab_bad_free(p);
+    uintptr_t *w = p;
+    uintptr_t tag = (uintptr_t)p ^ folio_secret;
+    if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
+    struct heap *h = tl_heap;
+    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
+        if (unlikely((char *)p >= s->bump)) slab_bad_free(p);
+        w[0] = (uintptr_t)s->free;
+        w[1] = tag;
+        s->free = p;
+        h->frees++;
+        if (unlikely(--s->used == 0 || (s->flags & SPAN_FULL))) small_free_slow(s, p);
+        return;
+    }
+    slab_remote_free(s, p, tag);
+}
+
+#endif

@@ -1,0 +1,212 @@
+/* stats: folio's counters, gathered from the modules that own them, as JSON
+ * (FOLIO_REPORT, folio_report_json) and as a readable summary.
+ * Invariant: nothing here allocates (it runs at exit, inside malloc's
+ * process, possibly with a broken heap); text is built in caller or static
+ * buffers with our own number formatting. */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct global_counts gcount;
+
+struct sb {
+    char *buf;
+    size_t cap, len;
+};
+
+static void sb_put(struct sb *b, const char *s) {
+    for (; *s; s++, b->len++)
+        if (b->len + 1 < b->cap) b->buf[b->len] = *s;
+}
+static void sb_u64(struct sb *b, uint64_t v) {
+    char t[24];
+    int i = 0;
+    do {
+        t[i++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    char r[24];
+    int n = 0;
+    while (i) r[n++] = t[--i];
+    r[n] = 0;
+    sb_put(b, r);
+}
+static void sb_i64(struct sb *b, long v) {
+    if (v < 0) {
+        sb_put(b, "-");
+        sb_u64(b, (uint64_t)-v);
+    } else {
+        sb_u64(b, (uint64_t)v);
+    }
+}
+static void kv(struct sb *b, const char *k, uint64_t v) {
+    sb_put(b, "\"");
+    sb_put(b, k);
+    sb_put(b, "\": ");
+    sb_u64(b, v);
+    sb_put(b, ",\n");
+}
+
+struct snapshot {
+    struct heap_counts hc;
+    struct zone_stats zs;
+    struct huge_stats hs;
+    uint64_t pcp_refills, pcp_drains, pcp_held;
+    uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
+    uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped;
+};
+
+static void snap(struct snapshot *s) {
+    memset(s, 0, sizeof *s);
+    heap_counts(&s->hc);
+    zone_stats(&s->zs);
+    huge_stats(&s->hs);
+    pageset_totals(&s->pcp_refills, &s->pcp_drains, &s->pcp_held);
+#define G(f) s->f = atomic_load_explicit(&gcount.f, memory_order_relaxed)
+    G(large_allocs);
+    G(large_bytes);
+    G(large_frees);
+    G(huge_allocs);
+    G(huge_bytes);
+    G(huge_frees);
+#undef G
+    os_rusage(&s->minflt, &s->majflt, &s->maxrss);
+    s->rss = os_rss_bytes();
+    s->mapped = atomic_load(&os_mapped_bytes);
+    s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
+}
+
+__attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_t len) {
+    folio_init();
+    struct snapshot s;
+    snap(&s);
+    struct sb b = {buf, len, 0};
+    sb_put(&b, "{\n");
+    kv(&b, "pid", (uint64_t)os_getpid());
+    kv(&b, "allocs", s.hc.small_allocs + s.large_allocs + s.huge_allocs);
+    kv(&b, "frees", s.hc.frees + s.large_frees + s.huge_frees);
+    kv(&b, "small_allocs", s.hc.small_allocs);
+    kv(&b, "small_bytes", s.hc.small_bytes);
+    kv(&b, "large_allocs", s.large_allocs);
+    kv(&b, "large_bytes", s.large_bytes);
+    kv(&b, "huge_allocs", s.huge_allocs);
+    kv(&b, "huge_bytes", s.huge_bytes);
+    kv(&b, "zone_lock_acquired", s.zs.lock_acquired);
+    kv(&b, "zone_lock_contended", s.zs.lock_contended);
+    kv(&b, "pages_from_zone", s.zs.pages_from_zone);
+    kv(&b, "pages_to_zone", s.zs.pages_to_zone);
+    kv(&b, "zone_free_pages", s.zs.free_pages);
+    kv(&b, "zone_dirty_pages", s.zs.dirty_pages);
+    kv(&b, "zone_chunks", s.zs.chunks);
+    kv(&b, "pcp_refills", s.pcp_refills);
+    kv(&b, "pcp_drains", s.pcp_drains);
+    kv(&b, "pcp_held_pages", s.pcp_held);
+    kv(&b, "purges", s.zs.purges + s.hs.purges);
+    kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
+    kv(&b, "huge_mapped_bytes", s.hs.mapped);
+    kv(&b, "huge_cached_bytes", s.hs.cached);
+    kv(&b, "huge_cache_hits", s.hs.cache_hits);
+    kv(&b, "huge_mremaps", s.hs.mremaps);
+    kv(&b, "mapped_bytes", s.mapped);
+    kv(&b, "peak_mapped_bytes", s.peak_mapped);
+    kv(&b, "rss_bytes", s.rss);
+    kv(&b, "peak_rss_bytes", s.maxrss);
+    kv(&b, "minor_faults", s.minflt);
+    kv(&b, "major_faults", s.majflt);
+    sb_put(&b, "\"pagesets\": [");
+    for (int i = 0; i < pageset_count(); i++) {
+        struct pageset_stats p;
+        pageset_stats(i, &p);
+        sb_put(&b, i ? ",\n  {" : "\n  {");
+        sb_put(&b, "\"cpu\": ");
+        sb_i64(&b, p.cpu);
+        sb_put(&b, ", \"count\": ");
+        sb_i64(&b, p.count);
+        sb_put(&b, ", \"high\": ");
+        sb_i64(&b, p.high);
+        sb_put(&b, ", \"high_min\": ");
+        sb_i64(&b, p.high_min);
+        sb_put(&b, ", \"high_max\": ");
+        sb_i64(&b, p.high_max);
+        sb_put(&b, ", \"batch\": ");
+        sb_i64(&b, p.batch);
+        sb_put(&b, ", \"chunks\": ");
+        sb_i64(&b, p.chunks);
+        sb_put(&b, ", \"refills\": ");
+        sb_u64(&b, p.refills);
+        sb_put(&b, ", \"drains\": ");
+        sb_u64(&b, p.drains);
+        sb_put(&b, ", \"trylock_failed\": ");
+        sb_u64(&b, p.trylock_failed);
+        sb_put(&b, "}");
+    }
+    sb_put(&b, "],\n\"options\": {");
+    int first = 1;
+#define X(name, env, def, doc)                                                                     \
+    sb_put(&b, first ? "\"" env "\": " : ", \"" env "\": ");                                   \
+    sb_i64(&b, opt.name);                                                                      \
+    first = 0;
+    FOLIO_OPTIONS(X)
+#undef X
+    sb_put(&b, "}\n}\n");
+    if (len) buf[b.len < len ? b.len : len - 1] = 0;
+    return b.len + 1;
+}
+
+static char report_buf[64 * 1024];
+
+__attribute__((visibility("default"))) int folio_report_write(const char *path) {
+    if (!path || !*path) {
+        errno = EINVAL;
+        return -1;
+    }
+    char real[4096];
+    size_t n = 0;
+    for (const char *p = path; *p && n + 24 < sizeof real; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            struct sb b = {real + n, 24, 0};
+            sb_u64(&b, (uint64_t)os_getpid());
+            n += b.len;
+            p++;
+        } else {
+            real[n++] = *p;
+        }
+    }
+    real[n] = 0;
+    size_t len = folio_report_json(report_buf, sizeof report_buf);
+    if (len > sizeof report_buf) len = sizeof report_buf;
+    return os_write_file(real, report_buf, len - 1);
+}
+
+static void line(struct sb *b, const char *label, uint64_t v, const char *unit) {
+    sb_put(b, label);
+    sb_u64(b, v);
+    sb_put(b, unit);
+    sb_put(b, "\n");
+}
+
+__attribute__((visibility("default"))) void folio_report_print(int fd) {
+    static char text[8192];
+    struct snapshot s;
+    folio_init();
+    snap(&s);
+    struct sb b = {text, sizeof text, 0};
+    sb_put(&b, "folio report\n");
+    line(&b, "  small allocs      ", s.hc.small_allocs, "");
+    line(&b, "  large allocs      ", s.large_allocs, "");
+    line(&b, "  huge allocs       ", s.huge_allocs, "");
+    line(&b, "  frees             ", s.hc.frees + s.large_frees + s.huge_frees, "");
+    line(&b, "  zone lock taken   ", s.zs.lock_acquired, "");
+    line(&b, "  zone lock waited  ", s.zs.lock_contended, "");
+    line(&b, "  pages from zone   ", s.zs.pages_from_zone, "");
+    line(&b, "  pages to zone     ", s.zs.pages_to_zone, "");
+    line(&b, "  purged            ", s.zs.purged_bytes + s.hs.purged_bytes, " bytes");
+    line(&b, "  mapped (peak)     ", s.peak_mapped, " bytes");
+    line(&b, "  resident (peak)   ", s.maxrss, " bytes");
+    line(&b, "  minor faults      ", s.minflt, "");
+    size_t n = b.len < sizeof text ? b.len : sizeof text - 1;
+    text[n] = 0;
+    (void)fd;
+    os_write_err(text);
+}

@@ -1,0 +1,318 @@
+/* zone: the page heap behind the per-CPU pagesets.
+ *
+ * Buddy free lists of orders 0..MAX_ORDER (4 KiB .. 2 MiB) over 2 MiB chunks
+ * carved from large reserved arenas, behind one lock (zone.lock) whose
+ * acquisitions and contended acquisitions are counted.
+ *
+ * Invariants, all under zone.lock:
+ *  - a free block of order k starts at a page index that is a multiple of
+ *    2^k in its chunk; it is on free_head[k] and chunk->span_of[head] points
+ *    to its descriptor (kind SPAN_ZONE_FREE); its other span_of entries are
+ *    NULL;
+ *  - two free buddies of the same order are never both on the lists: they
+ *    are merged when the second one is freed;
+ *  - a free block without SPAN_ZEROED (dirty) of order >= purge_min_order is
+ *    on the dirty list, in roughly the order it was freed; the purger
+ *    madvises it once it has been free for purge_delay_ms.
+ * Arena memory is never unmapped: the hot paths make no mmap/munmap. */
+#include <string.h>
+
+#include "internal.h"
+
+#define SPAN_DIRTY_LISTED 0x4u
+
+static struct zone {
+    lock_t lock;
+    struct span *free_head[MAX_ORDER + 1];
+    struct span *dirty_head, *dirty_tail;
+    char *arena_cur, *arena_end;
+    struct span *desc_pool;
+    uint32_t desc_pool_n;
+    struct zone_stats st;
+    _Atomic uint64_t dirty_pages_pub; /* dirty page count readable without the lock */
+} zone;
+
+static void zone_lock(void) {
+    if (!lock_acquire(&zone.lock)) zone.st.lock_contended++;
+    zone.st.lock_acquired++;
+}
+static void zone_unlock(void) {
+    atomic_store_explicit(&zone.dirty_pages_pub, zone.st.dirty_pages, memory_order_relaxed);
+    lock_release(&zone.lock);
+}
+
+/* ---- descriptors: a pool owned by the zone (lock held) ---- */
+static bool desc_reserve(uint32_t n) {
+    while (zone.desc_pool_n < n) {
+        struct span *batch = meta_alloc(sizeof(struct span) * 64);
+        if (!batch) return false;
+        for (int i = 0; i < 64; i++) {
+            batch[i].next = zone.desc_pool;
+            zone.desc_pool = &batch[i];
+        }
+        zone.desc_pool_n += 64;
+    }
+    return true;
+}
+static struct span *desc_get(void) {
+    struct span *d = zone.desc_pool; /* desc_reserve guaranteed one */
+    zone.desc_pool = d->next;
+    zone.desc_pool_n--;
+    return d;
+}
+static void desc_put(struct span *d) {
+    d->kind = SPAN_UNUSED;
+    d->next = zone.desc_pool;
+    zone.desc_pool = d;
+    zone.desc_pool_n++;
+}
+
+/* ---- lists ---- */
+static void list_add(struct span *d) {
+    struct span **h = &zone.free_head[d->order];
+    d->prev = NULL;
+    d->next = *h;
+    if (*h) (*h)->prev = d;
+    *h = d;
+}
+static void list_del(struct span *d) {
+    if (d->prev) d->prev->next = d->next;
+    else zone.free_head[d->order] = d->next;
+    if (d->next) d->next->prev = d->prev;
+}
+static void dirty_add(struct span *d) {
+    d->flags |= SPAN_DIRTY_LISTED;
+    d->dnext = NULL;
+    d->dprev = zone.dirty_tail;
+    if (zone.dirty_tail) zone.dirty_tail->dnext = d;
+    else zone.dirty_head = d;
+    zone.dirty_tail = d;
+    zone.st.dirty_pages += d->npages;
+}
+static void dirty_del(struct span *d) {
+    if (!(d->flags & SPAN_DIRTY_LISTED)) return;
+    d->flags &= ~SPAN_DIRTY_LISTED;
+    if (d->dprev) d->dprev->dnext = d->dnext;
+    else zone.dirty_head = d->dnext;
+    if (d->dnext) d->dnext->dprev = d->dprev;
+    else zone.dirty_tail = d->dprev;
+    zone.st.dirty_pages -= d->npages;
+}
+
+static void set_head(struct chunk *c, uint32_t idx, struct span *d) {
+    atomic_store_explicit(&c->span_of[idx], d, memory_order_release);
+}
+
+/* Put the free block (c, idx, order) on the lists, merging with free
+ * buddies.  zeroed: its contents are known zero; freed_at: when it became
+ * dirty (ignored when zeroed).  d: a descriptor to reuse, or NULL. */
+static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zeroed,
+                         uint64_t freed_at, struct span *d) {
+    zone.st.free_pages += 1u << order;
+    while (order < MAX_ORDER) {
+        uint32_t b = idx ^ (1u << order);
+        struct span *bd = atomic_load_explicit(&c->span_of[b], memory_order_relaxed);
+        if (!bd || bd->kind != SPAN_ZONE_FREE || bd->order != order || bd->chunk != c ||
+            bd->page_idx != b)
+            break;
+        list_del(bd);
+        dirty_del(bd);
+        set_head(c, b, NULL);
+        if (!(bd->flags & SPAN_ZEROED)) {
+            if (zeroed || bd->freed_at > freed_at) freed_at = bd->freed_at;
+            zeroed = false;
+        }
+        desc_put(bd);
+        idx &= ~(1u << order);
+        order++;
+    }
+    if (!d) d = desc_get();
+    d->kind = SPAN_ZONE_FREE;
+    d->chunk = c;
+    d->page_idx = idx;
+    d->order = (uint8_t)order;
+    d->npages = 1u << order;
+    d->start = c->base + ((size_t)idx << PAGE_SHIFT);
+    d->flags = zeroed ? SPAN_ZEROED : 0;
+    d->freed_at = freed_at;
+    set_head(c, idx, d);
+    list_add(d);
+    if (!zeroed && order >= (unsigned)opt.purge_min_order) dirty_add(d);
+}
+
+/* Free the pages [idx, idx+n) of c as maximal aligned blocks. */
+static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t now,
+                         struct span *d) {
+    uint32_t end = idx + n;
+    while (idx < end) {
+        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : MAX_ORDER;
+        if (o > MAX_ORDER) o = MAX_ORDER;
+        while ((1u << o) > end - idx) o--;
+        block_insert(c, idx, o, zeroed, now, d);
+        d = NULL;
+        idx += 1u << o;
+    }
+}
+
+/* Reserve a new 2 MiB chunk and put it on the lists as one zeroed block. */
+static bool chunk_grow(void) {
+    if (zone.arena_cur == zone.arena_end) {
+        size_t size = ((size_t)opt.arena_mib << 20) & ~(CHUNK_SIZE - 1);
+        if (size < CHUNK_SIZE) size = CHUNK_SIZE;
+        char *p = os_reserve(size, CHUNK_SIZE);
+        if (!p && size > CHUNK_SIZE) p = os_reserve(size = CHUNK_SIZE, CHUNK_SIZE);
+        if (!p) return false;
+        zone.arena_cur = p;
+        zone.arena_end = p + size;
+    }
+    struct chunk *c = meta_alloc(sizeof *c);
+    if (!c) return false;
+    c->base = zone.arena_cur;
+    if (!pagemap_set((uintptr_t)c->base, (uintptr_t)c)) return false;
+    zone.arena_cur += CHUNK_SIZE;
+    zone.st.chunks++;
+    block_insert(c, 0, MAX_ORDER, true, 0, NULL);
+    return true;
+}
+
+/* Take a block of exactly `order`, splitting a larger one; lock held and
+ * MAX_ORDER descriptors reserved. */
+static struct span *block_take(unsigned order) {
+    unsigned k = order;
+    while (k <= MAX_ORDER && !zone.free_head[k]) k++;
+    if (k > MAX_ORDER) {
+        if (!chunk_grow()) return NULL;
+        k = MAX_ORDER;
+    }
+    struct span *d = zone.free_head[k];
+    list_del(d);
+    dirty_del(d);
+    set_head(d->chunk, d->page_idx, NULL);
+    zone.st.free_pages -= 1u << k;
+    while (k > order) {
+        k--;
+        struct span *b = desc_get();
+        b->kind = SPAN_ZONE_FREE;
+        b->chunk = d->chunk;
+        b->page_idx = d->page_idx + (1u << k);
+        b->order = (uint8_t)k;
+        b->npages = 1u << k;
+        b->start = d->chunk->base + ((size_t)b->page_idx << PAGE_SHIFT);
+        b->flags = d->flags & SPAN_ZEROED;
+        b->freed_at = d->freed_at;
+        set_head(b->chunk, b->page_idx, b);
+        list_add(b);
+        zone.st.free_pages += 1u << k;
+        if (!(b->flags & SPAN_ZEROED) && k >= (unsigned)opt.purge_min_order) dirty_add(b);
+    }
+    d->kind = SPAN_TAKEN;
+    d->order = (uint8_t)order;
+    d->npages = 1u << order;
+    d->flags &= SPAN_ZEROED;
+    return d;
+}
+
+static unsigned order_for(size_t pages) {
+    return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
+}
+
+struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
+    size_t want = npages > align_pages ? npages : align_pages;
+    if (npages == 0 || want > CHUNK_PAGES) return NULL;
+    unsigned order = order_for(want);
+    zone_lock();
+    struct span *d = NULL;
+    if (desc_reserve(2 * MAX_ORDER + 2)) d = block_take(order);
+    if (d) {
+        if (npages < d->npages) {
+            range_insert(d->chunk, d->page_idx + (uint32_t)npages, d->npages - (uint32_t)npages,
+                         d->flags & SPAN_ZEROED, os_now_ms(), NULL);
+            d->npages = (uint32_t)npages;
+        }
+        zone.st.pages_from_zone += npages;
+    }
+    zone_unlock();
+    return d;
+}
+
+int zone_alloc_bulk(unsigned order, int n, struct span **out) {
+    int got = 0;
+    zone_lock();
+    while (got < n && desc_reserve(MAX_ORDER + 1)) {
+        struct span *d = block_take(order);
+        if (!d) break;
+        out[got++] = d;
+    }
+    zone.st.pages_from_zone += (uint64_t)got << order;
+    zone_unlock();
+    return got;
+}
+
+static void span_release_locked(struct span *s, uint64_t now) {
+    zone.st.pages_to_zone += s->npages;
+    range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, now, s);
+}
+
+void zone_free_span(struct span *s) {
+    uint64_t now = os_now_ms();
+    zone_lock();
+    if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
+    zone_unlock();
+    purge_tick();
+}
+
+void zone_free_bulk(struct span **blocks, int n) {
+    uint64_t now = os_now_ms();
+    zone_lock();
+    for (int i = 0; i < n; i++)
+        if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(blocks[i], now);
+    zone_unlock();
+    purge_tick();
+}
+
+/* Purge dirty free blocks that have been free for the delay (all: every
+ * dirty block now).  The madvise runs outside the zone lock: the block is
+ * marked SPAN_PURGING (off the lists, not mergeable) meanwhile.  Bounded to
+ * 64 MiB per call unless `all`, so no caller stalls long. */
+size_t zone_purge(bool all) {
+    uint64_t now = os_now_ms();
+    size_t done = 0;
+    zone_lock();
+    for (;;) {
+        struct span *d = zone.dirty_head;
+        if (!d || (!all && (d->freed_at + (uint64_t)opt.purge_delay_ms > now || done >= (64u << 20))))
+            break;
+        list_del(d);
+        dirty_del(d);
+        zone.st.free_pages -= d->npages;
+        d->kind = SPAN_PURGING;
+        size_t bytes = (size_t)d->npages << PAGE_SHIFT;
+        zone_unlock();
+        os_purge(d->start, bytes);
+        zone_lock();
+        zone.st.purges++;
+        zone.st.purged_bytes += bytes;
+        done += bytes;
+        set_head(d->chunk, d->page_idx, NULL);
+        if (!desc_reserve(MAX_ORDER + 1)) break; /* leaves the block out: only on meta OOM */
+        block_insert(d->chunk, d->page_idx, d->order, true, 0, d);
+    }
+    zone_unlock();
+    return done;
+}
+
+bool zone_purge_pending(void) {
+    return atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) != 0;
+}
+
+void zone_stats(struct zone_stats *st) {
+    zone_lock();
+    *st = zone.st;
+    zone_unlock();
+}
+
+void zone_lock_all(void) { lock_acquire(&zone.lock); }
+void zone_unlock_all(bool child) {
+    if (child) lock_reset(&zone.lock);
+    else lock_release(&zone.lock);
+}
