@@ -205,6 +205,7 @@ void zone_free_bulk(struct span **blocks, int n);
 size_t zone_purge(bool all);
 bool zone_purge_pending(void);
 void zone_stats(struct zone_stats *st);
+size_t zone_check(void);
 void zone_lock_all(void);
 void zone_unlock_all(bool child);
 

@@ -316,3 +316,31 @@ void zone_unlock_all(bool child) {
     if (child) lock_reset(&zone.lock);
     else lock_release(&zone.lock);
 }
+
+/* Check every zone invariant stated at the top of this file; returns the
+ * number of violations (0 = consistent).  For tests and debugging. */
+size_t zone_check(void) {
+    size_t bad = 0, pages = 0, dirty = 0;
+    zone_lock();
+    for (unsigned k = 0; k <= MAX_ORDER; k++) {
+        for (struct span *d = zone.free_head[k]; d; d = d->next) {
+            pages += d->npages;
+            bad += d->kind != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
+            bad += (d->page_idx & ((1u << k) - 1)) != 0;
+            bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
+            bad += d->start != d->chunk->base + ((size_t)d->page_idx << PAGE_SHIFT);
+            if (k < MAX_ORDER) {
+                struct span *b = atomic_load(&d->chunk->span_of[d->page_idx ^ (1u << k)]);
+                bad += b && b->kind == SPAN_ZONE_FREE && b->order == k &&
+                       b->page_idx == (d->page_idx ^ (1u << k));
+            }
+            bool should_list = !(d->flags & SPAN_ZEROED) && k >= (unsigned)opt.purge_min_order;
+            bad += should_list != !!(d->flags & SPAN_DIRTY_LISTED);
+        }
+    }
+    for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
+    bad += pages != zone.st.free_pages;
+    bad += dirty != zone.st.dirty_pages;
+    zone_unlock();
+    return bad;
+}

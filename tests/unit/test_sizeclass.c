@@ -1,0 +1,49 @@
+/* Unit test: size classes waste at most 15 bytes or 1/8, the fast table
+ * agrees with size_class, slabs hold >= 8 objects with <= 1/8 tail waste,
+ * and the reciprocal offset check accepts exactly the object starts. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static int failures;
+#define EXPECT(c, ...)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            if (++failures > 20) exit(1);                                                          \
+        }                                                                                          \
+    } while (0)
+
+int main(void) {
+    folio_init();
+    for (size_t n = 1; n <= SMALL_MAX; n++) {
+        unsigned c = size_class(n);
+        EXPECT(c < NCLASSES, "class of %zu out of range", n);
+        uint32_t size = classes[c].size;
+        EXPECT(size >= n, "class %u size %u < %zu", c, size, n);
+        EXPECT(size % 16 == 0, "class %u size %u not 16-aligned", c, size);
+        EXPECT(size - n <= 15 || (size - n) * 8 <= size, "waste %zu of %u for %zu", size - n, size, n);
+        if (c > 0) EXPECT(classes[c - 1].size < n, "%zu fits the smaller class %u", n, c - 1);
+        if (n <= 1024) EXPECT(class_of_small[(n + 15) >> 4] == c, "table disagrees at %zu", n);
+    }
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        const struct class_info *ci = &classes[c];
+        size_t bytes = (size_t)ci->pages << PAGE_SHIFT;
+        EXPECT((ci->pages & (ci->pages - 1)) == 0, "class %u slab pages %u", c, ci->pages);
+        EXPECT(ci->capacity >= 8, "class %u capacity %u", c, ci->capacity);
+        EXPECT((bytes - (size_t)ci->capacity * ci->size) * 8 <= bytes, "class %u tail waste", c);
+        for (uint64_t off = 0; off < bytes; off++) {
+            int ok = ((off * ci->inv) >> 40) * ci->size == off;
+            EXPECT(ok == (off % ci->size == 0), "class %u offset %llu check %d", c,
+                   (unsigned long long)off, ok);
+        }
+        if (c + 1 < NCLASSES) EXPECT(classes[c + 1].size > ci->size, "classes not increasing at %u", c);
+    }
+    EXPECT(classes[NCLASSES - 1].size == SMALL_MAX, "last class %u", classes[NCLASSES - 1].size);
+    if (failures) return 1;
+    puts("sizeclass: ok");
+    return 0;
+}
