@@ -29,6 +29,7 @@ struct huge {
 static lock_t huge_lock;
 static struct huge *cache_head, *cache_tail, *desc_pool;
 static size_t cached_bytes;
+static _Atomic size_t dirty_cached_bytes; /* cached and not yet purged */
 static struct huge_stats hst;
 
 static void register_range(struct huge *h, char *base, size_t size, bool on) {
@@ -43,6 +44,7 @@ static void cache_unlink(struct huge *h) {
     else cache_tail = h->prev;
     cached_bytes -= h->map_size;
 }
+
 
 static void desc_free(struct huge *h) {
     h->state = 0;
@@ -78,6 +80,7 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     if (h) {
         cache_unlink(h);
         hst.cache_hits++;
+        if (!h->zeroed) atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
     }
     lock_release(&huge_lock);
     if (!h) {
@@ -133,14 +136,17 @@ void huge_free(struct huge *h, void *p) {
     else cache_tail = h;
     cache_head = h;
     cached_bytes += h->map_size;
+    atomic_fetch_add(&dirty_cached_bytes, h->map_size);
     while (cached_bytes > ((size_t)opt.huge_cache_mib << 20) && cache_tail) {
         struct huge *old = cache_tail;
         cache_unlink(old);
+        if (!old->zeroed) atomic_fetch_sub(&dirty_cached_bytes, old->map_size);
         extent_release(old);
     }
     lock_release(&huge_lock);
     atomic_fetch_add_explicit(&gcount.huge_frees, 1, memory_order_relaxed);
     purge_tick();
+    purge_maybe_start_thread();
 }
 
 size_t huge_usable(struct huge *h, void *p) { return h->map_size - (size_t)((char *)p - h->base); }
@@ -204,11 +210,13 @@ size_t huge_purge(bool all) {
         struct huge *prev = h->prev;
         if (all) {
             done += h->map_size;
+            if (!h->zeroed) atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
             cache_unlink(h);
             extent_release(h);
         } else if (!h->zeroed && h->freed_at + (uint64_t)opt.purge_delay_ms <= now) {
             os_purge(h->base, h->map_size);
             h->zeroed = true;
+            atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
             hst.purges++;
             hst.purged_bytes += h->map_size;
             done += h->map_size;
@@ -219,13 +227,7 @@ size_t huge_purge(bool all) {
     return done;
 }
 
-bool huge_purge_pending(void) {
-    lock_acquire(&huge_lock);
-    bool any = false;
-    for (struct huge *h = cache_head; h && !any; h = h->next) any = !h->zeroed;
-    lock_release(&huge_lock);
-    return any;
-}
+size_t huge_dirty_bytes(void) { return atomic_load_explicit(&dirty_cached_bytes, memory_order_relaxed); }
 
 void huge_stats(struct huge_stats *st) {
     lock_acquire(&huge_lock);

@@ -203,7 +203,7 @@ int zone_alloc_bulk(unsigned order, int n, struct span **out);
 void zone_free_span(struct span *s);
 void zone_free_bulk(struct span **blocks, int n);
 size_t zone_purge(bool all);
-bool zone_purge_pending(void);
+size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
 void zone_lock_all(void);
@@ -258,7 +258,7 @@ void huge_free(struct huge *h, void *p);
 void *huge_realloc(struct huge *h, void *p, size_t n);
 size_t huge_usable(struct huge *h, void *p);
 size_t huge_purge(bool all);
-bool huge_purge_pending(void);
+size_t huge_dirty_bytes(void);
 void huge_lock_all(void);
 void huge_unlock_all(bool child);
 struct huge_stats {

@@ -71,6 +71,7 @@ void large_free(struct span *s, void *p) {
     s->flags = 0;
     atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
     page_free(s);
+    purge_maybe_start_thread();
 }
 
 static void *big_alloc(size_t n, size_t align, bool zero) {

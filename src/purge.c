@@ -11,6 +11,9 @@
 
 #include "internal.h"
 
+/* dirty free memory that justifies a background purger */
+#define PURGE_THREAD_BACKLOG ((size_t)8 << 20)
+
 static _Atomic uint64_t next_purge_ms;
 static _Atomic int purge_thread_state; /* 0 none, 1 starting/running */
 
@@ -48,7 +51,7 @@ static void *purge_main(void *arg) {
 void purge_maybe_start_thread(void) {
     if (!opt.purge_thread || atomic_load_explicit(&purge_thread_state, memory_order_relaxed))
         return;
-    if (!zone_purge_pending()) return;
+    if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
     sigset_t all, old;

@@ -238,6 +238,7 @@ void *small_alloc_slow(size_t n) {
         s = adopt(h, b, c);
         if (!s) {
             purge_tick();
+            purge_maybe_start_thread();
             s = slab_new(h, c);
         }
         if (!s) {
@@ -272,6 +273,7 @@ void small_free_slow(struct span *s, void *p) {
         list_remove(&b->partial, s);
     }
     retire(h, s);
+    purge_maybe_start_thread();
 }
 
 void slab_remote_free(struct span *s, void *p, uintptr_t tag) {

@@ -301,8 +301,8 @@ size_t zone_purge(bool all) {
     return done;
 }
 
-bool zone_purge_pending(void) {
-    return atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) != 0;
+size_t zone_dirty_bytes(void) {
+    return (size_t)atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) << PAGE_SHIFT;
 }
 
 void zone_stats(struct zone_stats *st) {
