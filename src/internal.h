@@ -152,6 +152,13 @@ struct span {
     uint64_t freed_at;
 };
 
+/* kind is read without locks (free's lookup, buddy checks of neighbours);
+ * every access goes through these relaxed atomics. */
+static inline unsigned span_kind(const struct span *s) { return __atomic_load_n(&s->kind, __ATOMIC_RELAXED); }
+static inline void span_set_kind(struct span *s, unsigned k) {
+    __atomic_store_n(&s->kind, (uint8_t)k, __ATOMIC_RELAXED);
+}
+
 /* A chunk is 2 MiB of arena memory; its meta records, per page, the span
  * that covers it (slab pages: every page; large blocks and free zone blocks:
  * the head page only; everything else NULL). */

@@ -56,7 +56,7 @@ void *large_alloc(size_t n, size_t align, bool zero) {
     }
     if (zero && !(s->flags & SPAN_ZEROED)) folio_clear(s->start, n);
     s->flags = 0;
-    s->kind = SPAN_LARGE;
+    span_set_kind(s, SPAN_LARGE);
     span_map_pages(s, s, s->page_idx, 1);
     atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
@@ -67,7 +67,7 @@ void *large_alloc(size_t n, size_t align, bool zero) {
 void large_free(struct span *s, void *p) {
     if (unlikely(p != s->start)) os_fatal_ptr("free(): invalid pointer", p);
     span_map_pages(s, NULL, s->page_idx, 1);
-    s->kind = SPAN_TAKEN;
+    span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
     page_free(s);
@@ -97,8 +97,8 @@ static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
     struct span *s = span_of_addr(a, e);
     if (unlikely(!s)) return NOT_OURS;
     *sp = s;
-    if (likely(s->kind == SPAN_SLAB)) return SMALL;
-    if (s->kind == SPAN_LARGE) return LARGE;
+    if (likely(span_kind(s) == SPAN_SLAB)) return SMALL;
+    if (span_kind(s) == SPAN_LARGE) return LARGE;
     return NOT_OURS;
 }
 

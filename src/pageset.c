@@ -51,7 +51,7 @@ static struct pageset *this_pageset(void) {
 }
 
 static void push_head(struct pageset *ps, struct span *s, unsigned o) {
-    s->kind = SPAN_PCP_FREE;
+    span_set_kind(s, SPAN_PCP_FREE);
     s->order = (uint8_t)o;
     s->prev = NULL;
     s->next = ps->head[o];
@@ -115,7 +115,7 @@ static struct span *pcp_alloc(unsigned o) {
         s = pop_head(ps, o);
     }
     lock_release(&ps->lock);
-    if (s) s->kind = SPAN_TAKEN;
+    if (s) span_set_kind(s, SPAN_TAKEN);
     return s;
 }
 
@@ -150,7 +150,7 @@ static struct span *chunk_alloc(void) {
         lock_release(&ps->lock);
     }
     if (s) {
-        s->kind = SPAN_TAKEN;
+        span_set_kind(s, SPAN_TAKEN);
         return s;
     }
     return zone_alloc_pages(CHUNK_PAGES, 1);
@@ -160,7 +160,7 @@ static void chunk_free(struct span *s) {
     struct pageset *ps = this_pageset();
     if (ps && lock_try(&ps->lock)) {
         if (ps->nr_chunks < opt.pcp_chunks) {
-            s->kind = SPAN_PCP_FREE;
+            span_set_kind(s, SPAN_PCP_FREE);
             s->next = ps->chunks;
             ps->chunks = s;
             ps->nr_chunks++;

@@ -61,7 +61,7 @@ static uint32_t collect(struct span *s) {
  * page heap. */
 static void retire(struct heap *h, struct span *s) {
     span_map_pages(s, NULL, s->page_idx, s->npages);
-    s->kind = SPAN_TAKEN;
+    span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
     if (h && h->nr_empty < opt.heap_empty_slabs) {
@@ -134,7 +134,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->next = s->prev = NULL;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
-    s->kind = SPAN_SLAB;
+    span_set_kind(s, SPAN_SLAB);
     span_map_pages(s, s, s->page_idx, s->npages); /* release: publishes the fields above */
     return s;
 }
@@ -142,10 +142,10 @@ static struct span *slab_new(struct heap *h, unsigned c) {
 /* Adopt a slab of class c left by an exited thread. */
 static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
     for (;;) {
-        if (!abandoned[c]) return NULL;
+        if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) return NULL;
         lock_acquire(&abandoned_lock);
         struct span *s = abandoned[c];
-        if (s) abandoned[c] = s->next;
+        if (s) __atomic_store_n(&abandoned[c], s->next, __ATOMIC_RELAXED);
         lock_release(&abandoned_lock);
         if (!s) return NULL;
         s->next = s->prev = NULL;
@@ -324,7 +324,7 @@ static void heap_abandon(struct heap *h) {
             collect(s); /* frees that raced with the owner change */
             lock_acquire(&abandoned_lock);
             s->next = abandoned[c];
-            abandoned[c] = s;
+            __atomic_store_n(&abandoned[c], s, __ATOMIC_RELAXED);
             lock_release(&abandoned_lock);
         }
     }

@@ -61,7 +61,7 @@ static struct span *desc_get(void) {
     return d;
 }
 static void desc_put(struct span *d) {
-    d->kind = SPAN_UNUSED;
+    span_set_kind(d, SPAN_UNUSED);
     d->next = zone.desc_pool;
     zone.desc_pool = d;
     zone.desc_pool_n++;
@@ -112,7 +112,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
     while (order < MAX_ORDER) {
         uint32_t b = idx ^ (1u << order);
         struct span *bd = atomic_load_explicit(&c->span_of[b], memory_order_relaxed);
-        if (!bd || bd->kind != SPAN_ZONE_FREE || bd->order != order || bd->chunk != c ||
+        if (!bd || span_kind(bd) != SPAN_ZONE_FREE || bd->order != order || bd->chunk != c ||
             bd->page_idx != b)
             break;
         list_del(bd);
@@ -127,7 +127,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
         order++;
     }
     if (!d) d = desc_get();
-    d->kind = SPAN_ZONE_FREE;
+    span_set_kind(d, SPAN_ZONE_FREE);
     d->chunk = c;
     d->page_idx = idx;
     d->order = (uint8_t)order;
@@ -192,7 +192,7 @@ static struct span *block_take(unsigned order) {
     while (k > order) {
         k--;
         struct span *b = desc_get();
-        b->kind = SPAN_ZONE_FREE;
+        span_set_kind(b, SPAN_ZONE_FREE);
         b->chunk = d->chunk;
         b->page_idx = d->page_idx + (1u << k);
         b->order = (uint8_t)k;
@@ -205,7 +205,7 @@ static struct span *block_take(unsigned order) {
         zone.st.free_pages += 1u << k;
         if (!(b->flags & SPAN_ZEROED) && k >= (unsigned)opt.purge_min_order) dirty_add(b);
     }
-    d->kind = SPAN_TAKEN;
+    span_set_kind(d, SPAN_TAKEN);
     d->order = (uint8_t)order;
     d->npages = 1u << order;
     d->flags &= SPAN_ZEROED;
@@ -285,7 +285,7 @@ size_t zone_purge(bool all) {
         list_del(d);
         dirty_del(d);
         zone.st.free_pages -= d->npages;
-        d->kind = SPAN_PURGING;
+        span_set_kind(d, SPAN_PURGING);
         size_t bytes = (size_t)d->npages << PAGE_SHIFT;
         zone_unlock();
         os_purge(d->start, bytes);
@@ -325,13 +325,13 @@ size_t zone_check(void) {
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
         for (struct span *d = zone.free_head[k]; d; d = d->next) {
             pages += d->npages;
-            bad += d->kind != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
+            bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
             bad += (d->page_idx & ((1u << k) - 1)) != 0;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
             bad += d->start != d->chunk->base + ((size_t)d->page_idx << PAGE_SHIFT);
             if (k < MAX_ORDER) {
                 struct span *b = atomic_load(&d->chunk->span_of[d->page_idx ^ (1u << k)]);
-                bad += b && b->kind == SPAN_ZONE_FREE && b->order == k &&
+                bad += b && span_kind(b) == SPAN_ZONE_FREE && b->order == k &&
                        b->page_idx == (d->page_idx ^ (1u << k));
             }
             bool should_list = !(d->flags & SPAN_ZEROED) && k >= (unsigned)opt.purge_min_order;
