@@ -29,8 +29,8 @@ void folio_free_pages(void *p, size_t npages);
 void folio_clear(void *p, size_t n);
 
 /* folio's counters as one JSON object (the same text FOLIO_REPORT writes).
- * Writes at most `len` bytes including the terminating NUL and returns the
- * length the whole text needs (like snprintf). */
+ * Like snprintf: writes at most `len` bytes including the terminating NUL
+ * and returns the length of the whole text, not counting the NUL. */
 size_t folio_report_json(char *buf, size_t len);
 
 /* Write the JSON report to `path` (`%p` is replaced by the pid).

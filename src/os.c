@@ -119,10 +119,12 @@ void os_futex_wake(_Atomic int *addr, int n) {
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-void os_write_err(const char *s) {
+void os_write_err(const char *s) { os_write_fd(2, s); }
+
+void os_write_fd(int fd, const char *s) {
     size_t n = strlen(s);
     while (n) {
-        ssize_t w = write(2, s, n);
+        ssize_t w = write(fd, s, n);
         if (w <= 0) {
             if (w < 0 && errno == EINTR) continue;
             return;

@@ -158,6 +158,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     size_t usable;
     switch (classify(p, &s, &h)) {
     case SMALL:
+        if (unlikely(!small_is_object_start(s, p))) os_fatal_ptr("realloc(): invalid pointer", p);
         usable = s->obj_size;
         if (n <= usable && n > usable / 2) return p;
         break;

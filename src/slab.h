@@ -67,9 +67,13 @@ static inline void *small_alloc(size_t n) {
 /* p lies in slab s.  Checks that it is an object start, not past the bump
  * area and not already free, then returns it to the owner's list or to the
  * slab's remote list. */
+static inline bool small_is_object_start(const struct span *s, const void *p) {
+    uintptr_t off = (uintptr_t)((const char *)p - s->start);
+    return ((off * s->obj_inv) >> 40) * s->obj_size == off;
+}
+
 static inline void small_free(struct span *s, void *p) {
-    uintptr_t off = (uintptr_t)((char *)p - s->start);
-    if (unlikely(((off * s->obj_inv) >> 40) * s->obj_size != off)) slab_bad_free(p);
+    if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
     uintptr_t tag = (uintptr_t)p ^ folio_secret;
     if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);

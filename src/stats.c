@@ -151,7 +151,7 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
 #undef X
     sb_put(&b, "}\n}\n");
     if (len) buf[b.len < len ? b.len : len - 1] = 0;
-    return b.len + 1;
+    return b.len;
 }
 
 static char report_buf[64 * 1024];
@@ -175,8 +175,8 @@ __attribute__((visibility("default"))) int folio_report_write(const char *path) 
     }
     real[n] = 0;
     size_t len = folio_report_json(report_buf, sizeof report_buf);
-    if (len > sizeof report_buf) len = sizeof report_buf;
-    return os_write_file(real, report_buf, len - 1);
+    if (len >= sizeof report_buf) len = sizeof report_buf - 1;
+    return os_write_file(real, report_buf, len);
 }
 
 static void line(struct sb *b, const char *label, uint64_t v, const char *unit) {
@@ -207,6 +207,5 @@ __attribute__((visibility("default"))) void folio_report_print(int fd) {
     line(&b, "  minor faults      ", s.minflt, "");
     size_t n = b.len < sizeof text ? b.len : sizeof text - 1;
     text[n] = 0;
-    (void)fd;
-    os_write_err(text);
+    os_write_fd(fd, text);
 }
