@@ -132,6 +132,7 @@ struct span {
     /* owner's line: touched by the owning thread's malloc/free */
     void *free;       /* slab: free objects (owner only) */
     uint32_t used;    /* slab: objects out of the owner's free list and bump area */
+    uint32_t slow_used; /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
     uint64_t obj_inv; /* slab: ceil(2^40 / obj_size) for the offset check */
     uint8_t kind;

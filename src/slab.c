@@ -81,6 +81,8 @@ static bool make_full(struct bin *b, struct span *s) {
                                                  memory_order_acq_rel, memory_order_relaxed))
         return false;
     s->flags |= SPAN_FULL;
+    uint32_t k = s->capacity / 8;
+    s->slow_used = s->capacity - (k ? k : 1);
     list_push(&b->full, s);
     return true;
 }
@@ -89,6 +91,7 @@ static bool make_full(struct bin *b, struct span *s) {
 static void unfull(struct bin *b, struct span *s) {
     list_remove(&b->full, s);
     s->flags &= (uint8_t)~SPAN_FULL;
+    s->slow_used = 0;
     uintptr_t e = SLAB_FULL_TAG;
     atomic_compare_exchange_strong_explicit(&s->thread_free, &e, 0, memory_order_acq_rel,
                                             memory_order_relaxed);
@@ -128,6 +131,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->capacity = ci->capacity;
     s->free = NULL;
     s->used = 0;
+    s->slow_used = 0;
     s->bump = s->start;
     s->bump_end = s->start + (size_t)ci->capacity * ci->size;
     s->flags = 0;

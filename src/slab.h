@@ -12,6 +12,9 @@
  *  - s->used counts objects neither on s->free nor in the bump area (so
  *    objects waiting on thread_free are 'used'); a slab with used == 0 that
  *    is not its bin's current slab is retired;
+ *  - a full slab returns to the partial list only once 1/8 of it is free
+ *    again (slow_used = capacity - capacity/8), so a bin does not walk from
+ *    slab to slab one free object at a time; otherwise slow_used == 0;
  *  - a free object's second word holds (address ^ folio_secret); malloc
  *    clears it, so free of an object whose word already holds it is a double
  *    free. */
@@ -84,7 +87,7 @@ static inline void small_free(struct span *s, void *p) {
         w[1] = tag;
         s->free = p;
         h->frees++;
-        if (unlikely(--s->used == 0 || (s->flags & SPAN_FULL))) small_free_slow(s, p);
+        if (unlikely(--s->used <= s->slow_used)) small_free_slow(s, p);
         return;
     }
     slab_remote_free(s, p, tag);
