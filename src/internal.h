@@ -210,6 +210,7 @@ struct zone_stats {
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 int zone_alloc_bulk(unsigned order, int n, struct span **out);
 void zone_free_span(struct span *s);
+bool zone_resize(struct span *s, size_t npages);
 void zone_free_bulk(struct span **blocks, int n);
 size_t zone_purge(bool all);
 size_t zone_dirty_bytes(void);

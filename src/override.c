@@ -165,7 +165,11 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     case LARGE:
         if (p != s->start) os_fatal_ptr("realloc(): invalid pointer", p);
         usable = (size_t)s->npages << PAGE_SHIFT;
-        if (n <= usable && n > usable / 2) return p;
+        if (n > SMALL_MAX && n <= LARGE_MAX) {
+            /* in place: give back the tail, or take the free pages after it */
+            size_t want = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+            if (want == s->npages || zone_resize(s, want)) return p;
+        }
         break;
     case HUGE:
         usable = huge_usable(h, p);

@@ -270,6 +270,47 @@ void zone_free_bulk(struct span **blocks, int n) {
     purge_tick();
 }
 
+/* Resize the allocated span s in place to npages: shrinking gives the tail
+ * back; growing takes the free zone blocks that follow it in its chunk
+ * (they start exactly at its end, since blocks are maximal and aligned).
+ * False when the pages are not free in the zone (the caller moves). */
+bool zone_resize(struct span *s, size_t npages) {
+    if (npages == 0 || s->page_idx + npages > CHUNK_PAGES) return false;
+    struct chunk *c = s->chunk;
+    uint32_t end = s->page_idx + s->npages, new_end = s->page_idx + (uint32_t)npages;
+    uint64_t now = os_now_ms();
+    zone_lock();
+    bool ok = desc_reserve(2 * MAX_ORDER + 2);
+    if (ok && new_end < end) {
+        range_insert(c, new_end, end - new_end, false, now, NULL);
+        zone.st.pages_to_zone += end - new_end;
+    } else if (ok && new_end > end) {
+        uint32_t idx = end;
+        while (ok && idx < new_end) { /* check first: take nothing unless all is free */
+            struct span *d = atomic_load_explicit(&c->span_of[idx], memory_order_relaxed);
+            ok = d && span_kind(d) == SPAN_ZONE_FREE && d->page_idx == idx;
+            if (ok) idx += d->npages;
+        }
+        if (ok) {
+            uint32_t got = idx; /* the blocks cover [end, got) */
+            for (idx = end; idx < got;) {
+                struct span *d = atomic_load_explicit(&c->span_of[idx], memory_order_relaxed);
+                list_del(d);
+                dirty_del(d);
+                set_head(c, idx, NULL);
+                zone.st.free_pages -= d->npages;
+                idx += d->npages;
+                desc_put(d);
+            }
+            if (got > new_end) range_insert(c, new_end, got - new_end, false, now, NULL);
+            zone.st.pages_from_zone += new_end - end;
+        }
+    }
+    if (ok) s->npages = (uint32_t)npages;
+    zone_unlock();
+    return ok;
+}
+
 /* Purge dirty free blocks that have been free for the delay (all: every
  * dirty block now).  The madvise runs outside the zone lock: the block is
  * marked SPAN_PURGING (off the lists, not mergeable) meanwhile.  Bounded to
