@@ -18,7 +18,7 @@ SANFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-o
 TSANFLAGS := -fsanitize=thread
 
 TEST_C    := $(wildcard tests/test_*.c)
-TEST_CC   := $(wildcard tests/test_*.cc)
+TEST_CC   := $(if $(shell command -v $(CXX) 2>/dev/null),$(wildcard tests/test_*.cc),)
 UNIT_C    := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_C:tests/%.c=$(BUILD)/tests/%) $(TEST_CC:tests/%.cc=$(BUILD)/tests/%) \
              $(UNIT_C:tests/unit/test_%.c=$(BUILD)/tests/test_unit_%)
@@ -52,7 +52,7 @@ $(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/tests $(BUILD)/tests-sa
 	mkdir -p $@
 
 # normal mode: tests link the shared library, so malloc & co. are folio's
-$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libfolio.so $(wildcard tests/*.h) | $(BUILD)/tests
+$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libfolio.so $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests
 	$(CC) $(TESTCFLAGS) $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD)) -ldl
 $(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
 	$(CXX) -std=gnu++17 -O1 -g $(WARN) -Iinclude -Itests -pthread $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD))

@@ -182,13 +182,27 @@ size_t os_rss_bytes(void) {
     return (size_t)strtoull(s, NULL, 10) * PAGE_SIZE;
 }
 
+/* Peak RSS of this process image: VmHWM (ru_maxrss would carry the peak
+ * of whatever exec'd us). */
+static uint64_t peak_rss(void) {
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *s = strstr(buf, "VmHWM:");
+    return s ? (uint64_t)strtoull(s + 6, NULL, 10) * 1024u : 0;
+}
+
 void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes) {
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
     getrusage(RUSAGE_SELF, &ru);
     *minflt = (uint64_t)ru.ru_minflt;
     *majflt = (uint64_t)ru.ru_majflt;
-    *maxrss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
+    *maxrss_bytes = peak_rss();
 }
 
 int os_write_file(const char *path, const char *buf, size_t len) {

@@ -22,10 +22,15 @@ static uint64_t tick_interval(void) {
     return d < 10 ? 10 : d;
 }
 
+/* One purger at a time: the work frees pages, which may tick again. */
+static _Atomic int purging;
+
 static void purge_now(void) {
+    if (atomic_exchange_explicit(&purging, 1, memory_order_acquire)) return;
     zone_purge(false);
     huge_purge(false);
     slab_reclaim_abandoned();
+    atomic_store_explicit(&purging, 0, memory_order_release);
 }
 
 void purge_tick(void) {
@@ -67,4 +72,7 @@ void purge_maybe_start_thread(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void purge_after_fork_child(void) { atomic_store(&purge_thread_state, 0); }
+void purge_after_fork_child(void) {
+    atomic_store(&purge_thread_state, 0);
+    atomic_store(&purging, 0);
+}

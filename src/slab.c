@@ -363,6 +363,7 @@ static void heap_thread_exit(void *arg) {
 /* Retire abandoned slabs whose objects have all been freed (called from the
  * purger; no thread may ever adopt them otherwise). */
 void slab_reclaim_abandoned(void) {
+    struct span *empty = NULL;
     lock_acquire(&abandoned_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct span **pp = &abandoned[c];
@@ -370,14 +371,22 @@ void slab_reclaim_abandoned(void) {
             struct span *s = *pp;
             collect(s);
             if (s->used == 0) {
-                *pp = s->next;
-                retire(NULL, s);
+                __atomic_store_n(pp, s->next, __ATOMIC_RELAXED);
+                s->next = empty;
+                empty = s;
             } else {
                 pp = &s->next;
             }
         }
     }
     lock_release(&abandoned_lock);
+    /* retire outside the lock: returning pages may run the purger, which
+     * comes back here */
+    while (empty) {
+        struct span *s = empty;
+        empty = s->next;
+        retire(NULL, s);
+    }
 }
 
 void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }

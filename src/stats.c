@@ -73,6 +73,7 @@ static void snap(struct snapshot *s) {
 #undef G
     os_rusage(&s->minflt, &s->majflt, &s->maxrss);
     s->rss = os_rss_bytes();
+    if (s->maxrss < s->rss) s->maxrss = s->rss;
     s->mapped = atomic_load(&os_mapped_bytes);
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
 }

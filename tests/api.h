@@ -1,0 +1,94 @@
+/* tests/api.h: the allocation API a test calls.
+ *
+ * Include it after every system header.
+ *
+ * Normal mode: the test is linked against build/libfolio.so, which exports
+ * the standard names, so malloc & co. are folio's and nothing is renamed.
+ *
+ * Sanitizer mode (-DFOLIO_PREFIX, with ASan+UBSan or TSan): the sanitizer
+ * runtime owns the standard names and folio exports folio_malloc & co.; the
+ * macros below send the test's calls to folio.  Memory that libc itself
+ * allocates (strdup, getline, dlerror, ...) then comes from the sanitizer's
+ * allocator: a test must never hand it to the renamed free.
+ *
+ * FOLIO_TEST_GLIBC: only for checking a test itself against glibc (compile
+ * the test without folio); supplies free_sized/free_aligned_sized, which
+ * glibc 2.36 lacks, as plain free. */
+#ifndef FOLIO_TEST_API_H
+#define FOLIO_TEST_API_H
+
+#include <malloc.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <folio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef FOLIO_PREFIX
+
+void *folio_malloc(size_t size);
+void folio_free(void *p);
+void *folio_calloc(size_t n, size_t size);
+void *folio_realloc(void *p, size_t size);
+void *folio_reallocarray(void *p, size_t n, size_t size);
+void *folio_aligned_alloc(size_t alignment, size_t size);
+int folio_posix_memalign(void **out, size_t alignment, size_t size);
+void *folio_memalign(size_t alignment, size_t size);
+void *folio_valloc(size_t size);
+void *folio_pvalloc(size_t size);
+size_t folio_malloc_usable_size(void *p);
+void folio_free_sized(void *p, size_t size);
+void folio_free_aligned_sized(void *p, size_t alignment, size_t size);
+int folio_malloc_trim(size_t pad);
+struct mallinfo2 folio_mallinfo2(void);
+
+#define malloc folio_malloc
+#define free folio_free
+#define calloc folio_calloc
+#define realloc folio_realloc
+#define reallocarray folio_reallocarray
+#define aligned_alloc folio_aligned_alloc
+#define posix_memalign folio_posix_memalign
+#define memalign folio_memalign
+#define valloc folio_valloc
+#define pvalloc folio_pvalloc
+#define malloc_usable_size folio_malloc_usable_size
+#define free_sized folio_free_sized
+#define free_aligned_sized folio_free_aligned_sized
+#define malloc_trim folio_malloc_trim
+#define mallinfo2() folio_mallinfo2()   /* function-like: "struct mallinfo2" stays */
+
+#define FOLIO_TEST_MODE "prefix"
+
+#elif defined(FOLIO_TEST_GLIBC)
+
+static inline void free_sized(void *p, size_t size)
+{
+    (void)size;
+    free(p);
+}
+static inline void free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+    (void)alignment;
+    (void)size;
+    free(p);
+}
+#define FOLIO_TEST_MODE "glibc"
+
+#else
+
+/* C23 names; glibc 2.36's headers do not declare them, folio exports them. */
+void free_sized(void *p, size_t size);
+void free_aligned_sized(void *p, size_t alignment, size_t size);
+#define FOLIO_TEST_MODE "folio"
+
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,214 @@
+// folio-test: no-sanitize
+/* test_badinput: invalid frees, double frees and reallocs of invalid
+ * pointers abort with folio's message.  Each case runs in a forked child
+ * whose stderr comes back through a pipe; the parent checks the child died
+ * of SIGABRT and that its stderr holds the message with the exact pointer,
+ * e.g. "folio: free(): invalid pointer 0x55d0c0ffee10".
+ *
+ * Built with FOLIO_TEST_GLIBC it checks only the SIGABRT (glibc's messages
+ * differ). */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <malloc.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "api.h"
+
+enum op { OP_FREE, OP_DOUBLE_FREE, OP_REALLOC, OP_VALID };
+
+struct bad_case {
+    const char *name;
+    enum op op;
+    void *ptr;            /* the pointer handed to free/realloc */
+    const char *message;  /* expected text before the pointer */
+};
+
+static void do_op(const struct bad_case *c)
+{
+    void *p = OPAQUE(c->ptr);
+    switch (c->op) {
+    case OP_FREE:
+        free(p);
+        break;
+    case OP_DOUBLE_FREE: {
+        void *again = OPAQUE(c->ptr);
+        free(p);
+        free(again);
+        break;
+    }
+    case OP_REALLOC: {
+        void *q = realloc(p, 200);
+        (void)OPAQUE(q);
+        break;
+    }
+    case OP_VALID: {
+        void *q = realloc(p, 5000);
+        CHECK(q != NULL, "valid realloc in the control child failed");
+        free(q);
+        q = malloc(OPAQUE((size_t)33));
+        free(q);
+        break;
+    }
+    }
+}
+
+/* Run one case in a child; return its stderr (NUL-terminated, malloc'd)
+ * and its wait status. */
+static char *run_case(const struct bad_case *c, int *status)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);   /* an expected abort dumps no core */
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        alarm(20);
+        do_op(c);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    CHECK(out != NULL, "malloc");
+    for (;;) {
+        if (len + 1 >= cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            CHECK(out != NULL, "realloc");
+        }
+        ssize_t r = read(fds[0], out + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    out[len] = 0;
+    close(fds[0]);
+    CHECK(waitpid(pid, status, 0) == pid, "waitpid");
+    return out;
+}
+
+__attribute__((unused)) static int is_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+}
+
+static void expect_abort(const struct bad_case *c)
+{
+    int st = 0;
+    char *err = run_case(c, &st);
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)) {
+        fprintf(stderr, "case '%s': child stderr:\n%s\n", c->name, err);
+        if (WIFEXITED(st))
+            FAIL("case '%s': child exited with status %d instead of aborting", c->name,
+                 WEXITSTATUS(st));
+        FAIL("case '%s': child killed by signal %d, want SIGABRT (%d)", c->name, WTERMSIG(st),
+             SIGABRT);
+    }
+#ifndef FOLIO_TEST_GLIBC
+    char want[160];
+    snprintf(want, sizeof want, "%s %p", c->message, c->ptr);
+    const char *at = strstr(err, want);
+    /* The exact pointer: not a prefix of a longer hex number. */
+    while (at && is_hex(at[strlen(want)]))
+        at = strstr(at + 1, want);
+    if (!at) {
+        fprintf(stderr, "case '%s': child stderr:\n%s\n", c->name, err);
+        FAIL("case '%s': stderr lacks \"%s\"", c->name, want);
+    }
+#endif
+    NOTE("%-40s aborted: %.*s", c->name, (int)strcspn(err, "\n"), err);
+    free(err);
+}
+
+int main(void)
+{
+    /* The control: valid calls in a child exit normally and say nothing. */
+    {
+        void *p = malloc(OPAQUE((size_t)64));
+        struct bad_case ok = {"valid realloc and free", OP_VALID, p, ""};
+        int st;
+        char *err = run_case(&ok, &st);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "control child: status %#x, stderr: %s",
+              st, err);
+        CHECK(err[0] == 0, "control child wrote to stderr: %s", err);
+        free(err);
+        free(p);
+    }
+
+    /* free of a stack address. */
+    _Alignas(64) char stack_buf[256];
+    memset(stack_buf, 0, sizeof stack_buf);
+    struct bad_case stack_free = {"free of a stack address", OP_FREE, stack_buf + 64,
+                                  "free(): invalid pointer"};
+    expect_abort(&stack_free);
+
+    /* free of a pointer into the middle of a small block. */
+    char *small = malloc(OPAQUE((size_t)64));
+    CHECK(small != NULL, "malloc(64)");
+    struct bad_case mid_small = {"free of malloc(64)+8", OP_FREE, small + 8,
+                                 "free(): invalid pointer"};
+    expect_abort(&mid_small);
+    char *small2 = malloc(OPAQUE((size_t)24));
+    struct bad_case mid_small2 = {"free of malloc(24)+16", OP_FREE, small2 + 16,
+                                  "free(): invalid pointer"};
+    expect_abort(&mid_small2);
+
+    /* free of a heap-looking address that is no block's start: inside a
+     * 1 MiB block at offset 4096+16. */
+    char *big = malloc(OPAQUE((size_t)1 << 20));
+    CHECK(big != NULL, "malloc(1 MiB)");
+    memset(big, 0, 1 << 20);
+    struct bad_case inside_big = {"free inside a 1 MiB block (+4112)", OP_FREE, big + 4096 + 16,
+                                  "free(): invalid pointer"};
+    expect_abort(&inside_big);
+
+    /* free of a page mapped by someone else (not the allocator's). */
+#ifndef FOLIO_TEST_GLIBC
+    char *foreign = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(foreign != MAP_FAILED, "mmap");
+    struct bad_case foreign_free = {"free of a foreign mmap'd page", OP_FREE, foreign + 4096,
+                                    "free(): invalid pointer"};
+    expect_abort(&foreign_free);
+    munmap(foreign, 1 << 16);
+#endif
+
+    /* double free of small objects in two size classes. */
+    void *d32 = malloc(OPAQUE((size_t)32));
+    CHECK(d32 != NULL, "malloc(32)");
+    struct bad_case dbl32 = {"double free of malloc(32)", OP_DOUBLE_FREE, d32,
+                             "free(): double free"};
+    expect_abort(&dbl32);
+    void *d100 = malloc(OPAQUE((size_t)100));
+    CHECK(d100 != NULL, "malloc(100)");
+    struct bad_case dbl100 = {"double free of malloc(100)", OP_DOUBLE_FREE, d100,
+                              "free(): double free"};
+    expect_abort(&dbl100);
+
+    /* realloc of invalid pointers. */
+    struct bad_case stack_realloc = {"realloc of a stack address", OP_REALLOC, stack_buf + 128,
+                                     "realloc(): invalid pointer"};
+    expect_abort(&stack_realloc);
+    struct bad_case mid_realloc = {"realloc of malloc(64)+8", OP_REALLOC, small + 8,
+                                   "realloc(): invalid pointer"};
+    expect_abort(&mid_realloc);
+
+    /* The parent's own copies are intact and free normally. */
+    free(small);
+    free(small2);
+    free(big);
+    free(d32);
+    free(d100);
+    return 0;
+}

@@ -1,0 +1,309 @@
+/* test_fork: fork while other threads are busy in the allocator.
+ *
+ *   busy        threads allocate and free (small, large, huge) without
+ *               pause while the main thread forks again and again; each
+ *               child allocates and frees a lot (also from a new thread),
+ *               frees blocks it inherited, forks a grandchild that does the
+ *               same, and exits 0
+ *   holder      a thread holds thousands of blocks; the child of a fork
+ *               (in which that thread does not exist) checks and frees them
+ *               all, then allocates again
+ *   spawn       posix_spawn of /bin/true while threads allocate
+ *
+ * A child that deadlocks is killed by alarm() and fails the test. */
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "api.h"
+
+extern char **environ;
+
+typedef struct {
+    uint64_t size;
+    uint64_t seed;
+} blk_t;
+
+static blk_t *make(rng_t *r, size_t n)
+{
+    if (n < sizeof(blk_t))
+        n = sizeof(blk_t);
+    blk_t *b = malloc(n);
+    CHECK(b != NULL, "malloc(%zu)", n);
+    b->size = n;
+    b->seed = rng_next(r);
+    pattern_fill(b + 1, n - sizeof *b, b->seed);
+    return b;
+}
+
+static size_t pick(rng_t *r)
+{
+    uint64_t x = rng_next(r) % 1000;
+    if (x < 850)
+        return rng_range(r, 16, 1024);
+    if (x < 985)
+        return rng_range(r, 1024, 64 * 1024);
+    if (x < 999)
+        return rng_range(r, 64 * 1024, 2u << 20);
+    return rng_range(r, 4u << 20, 12u << 20);
+}
+
+static void check_free(blk_t *b, const char *where)
+{
+    size_t bad = pattern_check(b + 1, (size_t)b->size - sizeof *b, b->seed);
+    CHECK(bad == (size_t)-1, "%s: block %p size %llu: byte %zu damaged", where, (void *)b,
+          (unsigned long long)b->size, bad + sizeof *b);
+    free(b);
+}
+
+/* A burst of allocation work: `ops` operations on a window of blocks. */
+static void churn(rng_t *r, int ops, const char *where)
+{
+    enum { W = 128 };
+    blk_t *w[W] = {0};
+    for (int i = 0; i < ops; i++) {
+        size_t k = rng_next(r) % W;
+        if (w[k])
+            check_free(w[k], where);
+        w[k] = make(r, pick(r));
+        if (i % 64 == 0) {
+            void *z = calloc(1, pick(r));
+            CHECK(z != NULL, "%s: calloc", where);
+            free(z);
+        }
+    }
+    for (int k = 0; k < W; k++)
+        if (w[k])
+            check_free(w[k], where);
+}
+
+/* ---- background allocating threads ------------------------------------- */
+
+static atomic_int bg_stop;
+static atomic_long bg_ops;
+
+static void *bg_thread(void *arg)
+{
+    rng_t r;
+    rng_seed(&r, (uint64_t)(uintptr_t)arg);
+    while (!atomic_load_explicit(&bg_stop, memory_order_relaxed)) {
+        churn(&r, 200, "background thread");
+        atomic_fetch_add_explicit(&bg_ops, 200, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void *child_thread(void *arg)
+{
+    rng_t r;
+    rng_seed(&r, (uint64_t)(uintptr_t)arg);
+    churn(&r, 400, "thread in the child");
+    return NULL;
+}
+
+/* Wait for pid; fail unless it exited 0. */
+static void expect_child_ok(pid_t pid, const char *what)
+{
+    int st;
+    pid_t w;
+    do
+        w = waitpid(pid, &st, 0);
+    while (w < 0 && errno == EINTR);
+    CHECK(w == pid, "%s: waitpid", what);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child %s %d", what,
+          WIFEXITED(st) ? "exited with status" : "killed by signal",
+          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
+/* What a child does: lots of allocation, a thread, inherited frees, and
+ * (depth permitting) a grandchild doing the same. */
+static void child_work(blk_t **inherited, int n_inherited, int depth, uint64_t seed)
+{
+    alarm(60);
+    rng_t r;
+    rng_seed(&r, seed);
+    churn(&r, 600, depth == 1 ? "child" : "grandchild");
+    for (int i = 0; i < n_inherited; i++)
+        if (inherited[i]) {
+            check_free(inherited[i], "child freeing an inherited block");
+            inherited[i] = NULL;
+        }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)(seed + 1)) == 0,
+          "pthread_create in the child");
+    churn(&r, 400, "child main thread beside its thread");
+    pthread_join(t, NULL);
+    if (depth < 2) {
+        blk_t *mine[64];
+        for (int i = 0; i < 64; i++)
+            mine[i] = make(&r, pick(&r));
+        pid_t gc = fork();
+        CHECK(gc >= 0, "fork in the child");
+        if (gc == 0) {
+            child_work(mine, 64, depth + 1, seed * 31 + 7);
+            _exit(0);
+        }
+        churn(&r, 300, "child while its child runs");
+        expect_child_ok(gc, "grandchild");
+        for (int i = 0; i < 64; i++)
+            check_free(mine[i], "child's own blocks after its child exited");
+    }
+}
+
+static void busy(void)
+{
+    enum { BG = 2, INH = 256 };
+    pthread_t t[BG];
+    for (int i = 0; i < BG; i++)
+        CHECK(pthread_create(&t[i], NULL, bg_thread, (void *)(uintptr_t)(i + 1)) == 0,
+              "pthread_create");
+    rng_t r;
+    rng_seed(&r, 4242);
+    double until = now_sec() + test_seconds(1.5);
+    int forks = 0;
+    while (forks < 4 || (forks < 200 && now_sec() < until)) {
+        blk_t *inh[INH];
+        for (int i = 0; i < INH; i++)
+            inh[i] = make(&r, pick(&r));
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork");
+        if (pid == 0) {
+            child_work(inh, INH, 1, (uint64_t)forks * 1000 + 1);
+            /* exit() (not _exit): atexit handlers and the allocator's
+             * destructors run in the forked child too. */
+            exit(0);
+        }
+        forks++;
+        expect_child_ok(pid, "child of a busy parent");
+        for (int i = 0; i < INH; i++)
+            check_free(inh[i], "parent's copy of a block its child freed");
+    }
+    atomic_store(&bg_stop, 1);
+    for (int i = 0; i < BG; i++)
+        pthread_join(t[i], NULL);
+    NOTE("busy: %d forks while %d threads did %ld allocation ops", forks, BG,
+         atomic_load(&bg_ops));
+    atomic_store(&bg_stop, 0);
+}
+
+/* ---- holder ----------------------------------------------------------- */
+
+#define HELD 2000
+static blk_t *held[HELD];
+static pthread_mutex_t hmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hcv = PTHREAD_COND_INITIALIZER;
+static int hstage;
+
+static void *holder(void *arg)
+{
+    (void)arg;
+    rng_t r;
+    rng_seed(&r, 777);
+    for (int i = 0; i < HELD; i++)
+        held[i] = make(&r, i % 50 == 0 ? rng_range(&r, 100000, 3u << 20) : pick(&r) % 8192);
+    pthread_mutex_lock(&hmu);
+    hstage = 1;
+    pthread_cond_broadcast(&hcv);
+    while (hstage < 2)
+        pthread_cond_wait(&hcv, &hmu);
+    pthread_mutex_unlock(&hmu);
+    for (int i = 0; i < HELD; i++)
+        check_free(held[i], "holder freeing its blocks after the forks");
+    return NULL;
+}
+
+static void holder_test(void)
+{
+    pthread_t h, bg;
+    CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
+    CHECK(pthread_create(&bg, NULL, bg_thread, (void *)(uintptr_t)99) == 0, "pthread_create");
+    pthread_mutex_lock(&hmu);
+    while (hstage < 1)
+        pthread_cond_wait(&hcv, &hmu);
+    pthread_mutex_unlock(&hmu);
+    for (int k = 0; k < 3; k++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork");
+        if (pid == 0) {
+            alarm(60);
+            /* The holder thread does not exist here: free all its blocks. */
+            for (int i = 0; i < HELD; i++)
+                check_free(held[i], "child freeing a block of the parent's holder thread");
+            rng_t r;
+            rng_seed(&r, (uint64_t)k + 5);
+            churn(&r, 1500, "child after freeing the holder's blocks");
+            /* Reuse: allocate as much again and check it. */
+            blk_t **again = malloc(HELD * sizeof *again);
+            CHECK(again != NULL, "malloc");
+            for (int i = 0; i < HELD; i++)
+                again[i] = make(&r, pick(&r) % 8192);
+            for (int i = 0; i < HELD; i++)
+                check_free(again[i], "child's re-allocation");
+            free(again);
+            if (k == 0) {
+                pid_t gc = fork();
+                CHECK(gc >= 0, "fork in child");
+                if (gc == 0) {
+                    churn(&r, 1000, "grandchild of the holder test");
+                    _exit(0);
+                }
+                expect_child_ok(gc, "grandchild of the holder test");
+            }
+            _exit(0);
+        }
+        expect_child_ok(pid, "child freeing the holder's blocks");
+    }
+    pthread_mutex_lock(&hmu);
+    hstage = 2;
+    pthread_cond_broadcast(&hcv);
+    pthread_mutex_unlock(&hmu);
+    pthread_join(h, NULL);
+    atomic_store(&bg_stop, 1);
+    pthread_join(bg, NULL);
+    atomic_store(&bg_stop, 0);
+}
+
+/* ---- spawn ------------------------------------------------------------ */
+
+static void spawn_test(void)
+{
+    if (access("/bin/true", X_OK) != 0)
+        return;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, bg_thread, (void *)(uintptr_t)(200 + i)) == 0,
+              "pthread_create");
+    for (int i = 0; i < 30; i++) {
+        pid_t pid;
+        char *argv[] = {"true", NULL};
+        int rc = posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ);
+        CHECK(rc == 0, "posix_spawn: %d", rc);
+        expect_child_ok(pid, "posix_spawn'd /bin/true");
+    }
+    atomic_store(&bg_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    atomic_store(&bg_stop, 0);
+}
+
+int main(void)
+{
+    double t = now_sec();
+    busy();
+    NOTE("busy took %.2fs", now_sec() - t);
+    t = now_sec();
+    holder_test();
+    NOTE("holder took %.2fs", now_sec() - t);
+    t = now_sec();
+    spawn_test();
+    NOTE("spawn took %.2fs", now_sec() - t);
+    return 0;
+}

@@ -1,0 +1,149 @@
+"""The allocators ``folio bench`` compares, and how each is loaded.
+
+folio is build/libfolio.so (built with make if missing); glibc is the system
+malloc (no preload); jemalloc, TCMalloc (gperftools, minimal) and mimalloc
+come from Debian's packages and are installed with apt-get when missing and we
+are root.  An allocator that cannot be had is skipped with the reason; it is
+never replaced by another.
+"""
+
+import glob
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from . import paths
+
+LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
+            "/usr/local/lib"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    package: str = None     # Debian package providing the library
+    soname: str = None      # file name to find in LIB_DIRS
+    marker: str = None      # the prefix of the file name that must provide malloc in the run
+
+
+SPECS = {
+    "folio": Spec("folio", marker="libfolio"),
+    "glibc": Spec("glibc", package="libc6", marker="libc.so"),
+    "jemalloc": Spec("jemalloc", "libjemalloc2", "libjemalloc.so.2", "libjemalloc"),
+    "tcmalloc": Spec("tcmalloc", "libtcmalloc-minimal4", "libtcmalloc_minimal.so.4",
+                     "libtcmalloc"),
+    "mimalloc": Spec("mimalloc", "libmimalloc2.0", "libmimalloc.so.2", "libmimalloc"),
+}
+DEFAULT = ["folio", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
+
+
+@dataclass
+class Allocator:
+    name: str
+    preload: str            # absolute path for LD_PRELOAD, None for glibc
+    version: str
+    marker: str
+    env: dict = field(default_factory=dict)
+
+    def environment(self, base):
+        """The environment of a run under this allocator (any inherited preload removed)."""
+        env = {k: v for k, v in base.items() if k not in ("LD_PRELOAD", "FOLIO_REPORT")}
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        env.update(self.env)
+        return env
+
+    def loaded(self, malloc_lib):
+        """Did the run's malloc come from this allocator? (malloc_lib is printed by the benchmark)."""
+        return bool(malloc_lib) and os.path.basename(malloc_lib).startswith(self.marker)
+
+
+def _find(soname):
+    for d in LIB_DIRS:
+        hits = sorted(glob.glob(os.path.join(d, soname)))
+        if hits:
+            return os.path.realpath(hits[0])
+    return None
+
+
+def _pkg_version(package):
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
+                             capture_output=True, text=True, timeout=20)
+        return (out.stdout.strip() or "unknown") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _apt_install(packages, log):
+    """apt-get install packages quietly; on failure refresh the lists once and retry.
+
+    Returns True on success.  Output is appended to log (a list of lines)."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends"] + packages
+    for attempt in range(2):
+        if attempt == 1:
+            upd = subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True,
+                                 env=env, timeout=600)
+            log.extend(upd.stdout.splitlines()[-3:] + upd.stderr.splitlines()[-3:])
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.append(str(e))
+            return False
+        log.extend(res.stderr.strip().splitlines()[-3:])
+        if res.returncode == 0:
+            return True
+    return False
+
+
+def resolve(names, install=True, build_folio=True, say=None):
+    """Turn allocator names into Allocators.  Returns (allocators, skipped) where skipped
+    is a list of (name, reason)."""
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    found, skipped = {}, []
+    unknown = [n for n in names if n not in SPECS]
+    for n in unknown:
+        skipped.append((n, f"unknown allocator (known: {', '.join(SPECS)})"))
+    names = [n for n in names if n in SPECS]
+
+    missing = [n for n in names if SPECS[n].soname and _find(SPECS[n].soname) is None]
+    if missing:
+        pkgs = [SPECS[n].package for n in missing]
+        if install and os.geteuid() == 0:
+            say(f"installing {', '.join(missing)} with apt-get ({' '.join(pkgs)}) ...")
+            log = []
+            if not _apt_install(pkgs, log):
+                # one failure must not block the others: try them one by one
+                for n in missing:
+                    _apt_install([SPECS[n].package], log)
+        for n in missing:
+            if _find(SPECS[n].soname) is None:
+                why = ("apt-get install failed" if install and os.geteuid() == 0
+                       else "not installed (needs root to apt-get install)" if install
+                       else "not installed (--no-install)")
+                skipped.append((n, f"{why}: {SPECS[n].package} ({SPECS[n].soname}) not found"))
+
+    for n in names:
+        spec = SPECS[n]
+        if n == "folio":
+            if not build_folio and not os.path.exists(paths.LIBRARY):
+                skipped.append((n, f"{paths.LIBRARY} does not exist"))
+                continue
+            try:
+                lib = paths.ensure_library()
+            except paths.BuildError as e:
+                skipped.append((n, " / ".join(str(e).splitlines()[:4])))
+                continue
+            found[n] = Allocator(n, lib, f"git {paths.git_describe()}", spec.marker)
+        elif n == "glibc":
+            ver = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names \
+                else _pkg_version("libc6")
+            found[n] = Allocator(n, None, ver, spec.marker)
+        else:
+            lib = _find(spec.soname)
+            if lib:
+                found[n] = Allocator(n, lib, _pkg_version(spec.package), spec.marker)
+    ordered = [found[n] for n in names if n in found]
+    return ordered, skipped

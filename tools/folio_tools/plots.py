@@ -1,0 +1,80 @@
+"""PNG bar charts of ``folio bench`` ratios (matplotlib; installed with pip when missing).
+
+One chart per suite: for each workload, each allocator's cost relative to
+glibc (log scale, 1.0 marked), so bars below the line beat glibc.
+"""
+
+import importlib
+import os
+import subprocess
+import sys
+
+COLORS = {"folio": "#d62728", "glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#2ca02c",
+          "mimalloc": "#9467bd"}
+
+
+def _matplotlib():
+    """Import matplotlib (Agg backend), installing it with pip if needed; (module, note)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("installing matplotlib with pip for the charts ...", file=sys.stderr, flush=True)
+        try:
+            res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                                  "--disable-pip-version-check", "matplotlib"],
+                                 capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"matplotlib is missing and pip could not run ({e}); charts skipped"
+        if res.returncode != 0:
+            tail = (res.stderr.strip().splitlines() or ["?"])[-1]
+            return None, f"matplotlib is missing and `pip install matplotlib` failed ({tail}); charts skipped"
+        importlib.invalidate_caches()
+        try:
+            import matplotlib
+        except ImportError as e:
+            return None, f"matplotlib still not importable after pip install ({e}); charts skipped"
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt, None
+
+
+def draw(tables, out):
+    """Draw the charts into out; returns {"files": {suite: filename}, "note": str or None}."""
+    result = {"files": {}, "note": None}
+    todo = [t for t in tables if any(r.ratio_to_glibc for r in t.rows)]
+    if not todo:
+        result["note"] = "no ratios to glibc to chart"
+        return result
+    plt, note = _matplotlib()
+    if plt is None:
+        result["note"] = note
+        print(f"note: {note}", file=sys.stderr)
+        return result
+    for t in todo:
+        rows = [r for r in t.rows if r.ratio_to_glibc]
+        allocs = t.allocators
+        n = len(allocs)
+        width = 0.8 / n
+        fig, ax = plt.subplots(figsize=(max(7.0, min(14.0, 1.2 * len(rows) + 2)), 5.0))
+        for i, a in enumerate(allocs):
+            xs = [k + (i - (n - 1) / 2) * width for k in range(len(rows))]
+            ys = [r.ratio_to_glibc.get(a) or 0 for r in rows]
+            ax.bar(xs, ys, width, label=a, color=COLORS.get(a), zorder=2)
+        ax.axhline(1.0, color="black", linewidth=0.8, zorder=3)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([r.workload.name for r in rows], rotation=20, ha="right")
+        ax.set_ylabel("cost relative to glibc (lower is better)")
+        ax.set_title(f"{t.suite.name}: {t.suite.title}")
+        ax.grid(axis="y", which="major", alpha=0.4, zorder=0)
+        ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        fig.tight_layout()
+        name = f"{t.suite.name}.png"
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+        result["files"][t.suite.name] = name
+    return result

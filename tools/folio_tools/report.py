@@ -1,0 +1,266 @@
+"""folio's FOLIO_REPORT JSON: reading the files a command left, aggregating and printing them.
+
+The library writes one JSON object per process at exit (``FOLIO_REPORT=PATH``,
+``%p`` replaced by the pid).  Everything here is tolerant: keys may be missing
+(they are not printed) or extra (numeric extras are listed under "other
+counters"), and a file that does not parse is reported, not fatal.
+"""
+
+import glob
+import json
+import os
+import re
+
+from .tables import text_table
+
+# Rows of the summary: (label, [(key, kind), ...]); the values of one row are shown
+# as "a / b".  kind: "count", "bytes", or "peak" (bytes, aggregated with max
+# instead of sum over processes).
+ROWS = [
+    ("allocations / frees", [("allocs", "count"), ("frees", "count")]),
+    ("  small: count / bytes", [("small_allocs", "count"), ("small_bytes", "bytes")]),
+    ("  large: count / bytes", [("large_allocs", "count"), ("large_bytes", "bytes")]),
+    ("  huge: count / bytes", [("huge_allocs", "count"), ("huge_bytes", "bytes")]),
+    ("mapped: final / peak", [("mapped_bytes", "bytes"), ("peak_mapped_bytes", "peak")]),
+    ("resident: final / peak", [("rss_bytes", "bytes"), ("peak_rss_bytes", "peak")]),
+    ("zone lock: taken / contended", [("zone_lock_acquired", "count"),
+                                      ("zone_lock_contended", "count")]),
+    ("pages from / to zone", [("pages_from_zone", "count"), ("pages_to_zone", "count")]),
+    ("pageset refills / drains", [("pcp_refills", "count"), ("pcp_drains", "count")]),
+    ("purges: count / bytes", [("purges", "count"), ("purged_bytes", "bytes")]),
+    ("minor page faults", [("minor_faults", "count")]),
+]
+KNOWN_KEYS = {key for _, keys in ROWS for key, _ in keys} | {"pagesets", "options", "pid"}
+PEAK_KEYS = {key for _, keys in ROWS for key, kind in keys if kind == "peak"}
+
+_PID_RE = re.compile(r"(\d+)")
+
+
+class Report(dict):
+    """One process's report (the parsed JSON object) plus where it came from."""
+
+    def __init__(self, data, path=None, pid=None):
+        super().__init__(data)
+        self.path = path
+        self.pid = pid if pid is not None else _int_or_none(data.get("pid"))
+
+
+def _int_or_none(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def report_pattern(directory, stem="folio"):
+    """The FOLIO_REPORT value that makes every process write its own file in directory."""
+    return os.path.join(directory, f"{stem}.%p.json")
+
+
+def collect(directory, stem="folio"):
+    """Read every report written with report_pattern(directory, stem).
+
+    Returns (reports sorted by pid, problems) where problems lists files that
+    could not be read as a JSON object."""
+    reports, problems = [], []
+    for path in glob.glob(os.path.join(glob.escape(directory), f"{stem}.*.json")):
+        m = _PID_RE.search(os.path.basename(path)[len(stem):])
+        pid = int(m.group(1)) if m else None
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            problems.append(f"{os.path.basename(path)}: unreadable report ({e})")
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{os.path.basename(path)}: report is not a JSON object")
+            continue
+        reports.append(Report(data, path, pid))
+    reports.sort(key=lambda r: (r.pid is None, r.pid or 0))
+    return reports, problems
+
+
+def load_file(path):
+    """Reports from a file written by ``folio run --report`` (object or list) or by the library."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    items = data if isinstance(data, list) else [data]
+    return [Report(d, path) for d in items if isinstance(d, dict)]
+
+
+def aggregate(reports):
+    """Sum the numeric top-level keys over reports (peak keys: max)."""
+    total = {}
+    for r in reports:
+        for k, v in r.items():
+            if not _is_number(v) or k == "pid":
+                continue
+            if k in PEAK_KEYS:
+                total[k] = max(total.get(k, v), v)
+            else:
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+# ---- formatting ------------------------------------------------------------
+
+def fmt_count(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.2f}"
+    return f"{int(v):,}"
+
+
+def fmt_bytes(v):
+    if v is None:
+        return "-"
+    v = float(v)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return str(v)
+
+
+def fmt_value(v, kind):
+    return fmt_bytes(v) if kind in ("bytes", "peak") else fmt_count(v)
+
+
+def contention_pct(d):
+    acq, cont = d.get("zone_lock_acquired"), d.get("zone_lock_contended")
+    if not _is_number(acq) or not _is_number(cont) or acq <= 0:
+        return None
+    return 100.0 * cont / acq
+
+
+def _rows_for(columns):
+    """Table rows [label, value per column] for the keys present in any column."""
+    rows = []
+    for label, keys in ROWS:
+        keys = [(k, kind) for k, kind in keys if any(k in c for c in columns)]
+        if not keys:
+            continue
+        cells = []
+        for c in columns:
+            cell = " / ".join(fmt_value(c.get(k), kind) for k, kind in keys)
+            if keys[0][0] == "zone_lock_acquired":
+                pct = contention_pct(c)
+                cell += "" if pct is None else f" ({pct:.2f} %)"
+            cells.append(cell)
+        rows.append([label] + cells)
+    return rows
+
+
+def _extras(columns):
+    """Numeric keys the summary does not know, as (nonzero rows, names of all-zero keys)."""
+    names = sorted({k for c in columns for k, v in c.items() if _is_number(v) and k not in KNOWN_KEYS})
+    rows, zero = [], []
+    for k in names:
+        vals = [c.get(k) for c in columns]
+        if all(not v for v in vals):
+            zero.append(k)
+            continue
+        kind = "bytes" if k.endswith("_bytes") else "count"
+        rows.append([k] + [fmt_value(v, kind) for v in vals])
+    return rows, zero
+
+
+def _table_with_extras(header, columns):
+    rows, zero = _extras(columns)
+    lines = [text_table(header, _rows_for(columns))]
+    if rows:
+        lines.append("other counters:")
+        lines.append(text_table([""] + header[1:], rows))
+    if zero:
+        lines.append("zero: " + ", ".join(zero))
+    return "\n".join(lines)
+
+
+def format_pagesets(report):
+    ps = report.get("pagesets")
+    if not isinstance(ps, list) or not ps:
+        return None
+    parts = []
+    for p in ps:
+        if not isinstance(p, dict):
+            continue
+        cpu = p.get("cpu", "?")
+        bits = [f"count={p['count']}" if "count" in p else None,
+                f"high={p['high']}" if "high" in p else None,
+                f"[{p.get('high_min', '?')}..{p.get('high_max', '?')}]"
+                if "high_min" in p or "high_max" in p else None,
+                f"batch={p['batch']}" if "batch" in p else None]
+        extra = [f"{k}={v}" for k, v in p.items()
+                 if k not in ("cpu", "count", "high", "high_min", "high_max", "batch")]
+        parts.append(f"cpu{cpu}: " + " ".join(b for b in bits + extra if b))
+    return parts
+
+
+def format_options(report):
+    opts = report.get("options")
+    if not isinstance(opts, dict) or not opts:
+        return None
+    return " ".join(f"{k}={v}" for k, v in opts.items())
+
+
+def describe(report):
+    """A short name for a process: its pid and any name-like key the library wrote."""
+    name = ""
+    for k in ("comm", "exe", "argv0", "name", "cmd"):
+        if isinstance(report.get(k), str):
+            name = " " + os.path.basename(report[k])
+            break
+    return f"pid {report.pid if report.pid is not None else '?'}{name}"
+
+
+def summary(reports, main_pid=None, top=8):
+    """A readable multi-line summary of one or more process reports."""
+    if not reports:
+        return "no folio reports were written"
+    main = next((r for r in reports if main_pid is not None and r.pid == main_pid), None)
+    children = [r for r in reports if r is not main]
+    lines = []
+    if len(reports) == 1:
+        lines.append(_table_with_extras(["", describe(reports[0])], reports))
+    else:
+        columns, header = [], [""]
+        if main is not None:
+            columns.append(main)
+            header.append(f"main ({describe(main)})")
+        agg_label = "children" if main is not None else "processes"
+        columns.append(aggregate(children))
+        header.append(f"{agg_label} ({len(children)}, summed)")
+        if main is not None:
+            columns.append(aggregate(reports))
+            header.append("all")
+        lines.append(_table_with_extras(header, columns))
+        lines.append("(summed over processes, except the peaks: the largest single process)")
+        if len(children) > 1:
+            def peak(r):
+                v = r.get("peak_rss_bytes")
+                return v if _is_number(v) else 0
+            ranked = sorted(children, key=peak, reverse=True)[:top]
+            rows = [[describe(r), fmt_count(r.get("allocs")), fmt_bytes(r.get("peak_rss_bytes")),
+                     fmt_bytes(r.get("peak_mapped_bytes")), fmt_count(r.get("minor_faults"))]
+                    for r in ranked]
+            lines.append("")
+            lines.append(f"largest {len(rows)} of {len(children)} {agg_label} by peak resident memory:")
+            lines.append(text_table(["process", "allocations", "peak resident", "peak mapped",
+                                     "minor faults"], rows))
+    shown = main if main is not None else (reports[0] if len(reports) == 1 else None)
+    if shown is not None:
+        children = [r for r in reports if r is not shown]
+        ps = format_pagesets(shown)
+        if ps:
+            lines.append("")
+            lines.append("pagesets" + (" (main process)" if children else "") + ":")
+            lines.extend("  " + p for p in ps)
+        opts = format_options(shown)
+        if opts:
+            lines.append("options: " + opts)
+    return "\n".join(lines)

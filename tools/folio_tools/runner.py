@@ -1,0 +1,330 @@
+"""``folio bench``: run suites of workloads under several allocators and compare them.
+
+Order of runs: for each suite, for each workload, for each repetition, every
+allocator once (A B C A B C ...), the allocators' order rotated by one each
+repetition so no allocator always runs first.  Each run is a fresh process;
+the runner measures its wall time (spawn to exit) and, with wait4, its
+user/system time, peak RSS and minor faults; the workload prints its own
+throughput or time.  A run counts only if it exited 0, printed its primary
+metric, and its ``malloc_lib`` (printed by every bench/ program) is the
+allocator that was meant to be loaded.  folio runs also keep folio's JSON
+report.  Results: DIR/results.json (every run), DIR/REPORT.md (tables of
+medians and ratios, charts), and the headline table on stdout.  Exit status:
+0, or 1 if any run failed (the report lists them), 130 if interrupted.
+"""
+
+import argparse
+import datetime
+import fnmatch
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+
+from . import allocators, paths, proc, render, report, summary
+from .suites import SUITES
+
+QUICK_REPS = 3
+FULL_REPS = 5
+DEFAULT_TIMEOUT = 300
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "bench", help="compare folio with glibc, jemalloc, TCMalloc and mimalloc",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="suites: " + "; ".join(f"{s.name}: {s.title}" for s in SUITES.values())
+               + ".  Examples: `folio bench alloc --quick`, `folio bench faults --only "
+                 "'page_fault1-*' --reps 7`.")
+    p.add_argument("suites", nargs="*", metavar="SUITE",
+                   help=f"suites to run (default: all of {', '.join(SUITES)})")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smaller workloads and {QUICK_REPS} repetitions (under 3 minutes for "
+                        "all suites on 2 cores)")
+    p.add_argument("--allocators", default=",".join(allocators.DEFAULT), metavar="LIST",
+                   help="comma-separated allocators (default: %(default)s)")
+    p.add_argument("--reps", type=int, metavar="N",
+                   help=f"repetitions per workload and allocator (default {FULL_REPS}, "
+                        f"{QUICK_REPS} with --quick)")
+    p.add_argument("--out", metavar="DIR",
+                   default=os.path.join(paths.REPO, "bench-results", "latest"),
+                   help="output directory (default: <repo>/bench-results/latest)")
+    p.add_argument("--only", metavar="PATTERNS",
+                   help="comma-separated shell patterns of workload names to run (e.g. 'churn,larson')")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                   help="seconds before a run is killed and counted as failed (default %(default)s)")
+    p.add_argument("--no-install", action="store_true",
+                   help="do not apt-get install missing allocators (skip them)")
+    p.add_argument("--no-plots", action="store_true", help="do not draw PNG charts")
+    p.add_argument("--list", action="store_true", help="list suites and workloads and exit")
+    p.set_defaults(func=cmd_bench)
+
+
+def _say(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _fmt_eta(seconds):
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def list_suites(quick):
+    for s in SUITES.values():
+        print(f"{s.name}: {s.title}\n  {s.description}")
+        for w in s.workloads:
+            print(f"  {w.name:<16} {w.description}\n  {'':<16} $ {w.shell(quick)}")
+        print()
+
+
+def select_workloads(suite, only):
+    if not only:
+        return list(suite.workloads)
+    pats = [p.strip() for p in only.split(",") if p.strip()]
+    return [w for w in suite.workloads if any(fnmatch.fnmatch(w.name, p) for p in pats)]
+
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    thp = None
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read().strip()
+    except OSError:
+        pass
+    return {"host": platform.node(), "kernel": platform.release(), "cpu": cpu,
+            "cpus": os.cpu_count(), "thp": thp, "python": platform.python_version()}
+
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_busy_s():
+    """Seconds of CPU time the whole machine has spent busy (and stolen by the hypervisor)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None, None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    steal = v[7] if len(v) > 7 else 0
+    return (sum(v[:8]) - idle - steal) / _HZ, steal / _HZ
+
+
+def measure_run(workload, alloc, quick, timeout, scratch):
+    """Run one workload under one allocator; returns the run's record (without ids)."""
+    argv = workload.argv(quick)
+    env = alloc.environment(os.environ)
+    env.update(workload.env)
+    rdir = None
+    if alloc.name == "folio":
+        rdir = tempfile.mkdtemp(prefix="report.", dir=scratch)
+        env["FOLIO_REPORT"] = report.report_pattern(rdir)
+    rec = {"argv": argv, "ok": False, "error": None}
+    with tempfile.TemporaryFile(dir=scratch) as out, tempfile.TemporaryFile(dir=scratch) as err:
+        busy0, steal0 = cpu_busy_s()
+        try:
+            ex = proc.run(argv, env, out.fileno(), err.fileno(),
+                          timeout=workload.timeout or timeout)
+        except OSError as e:
+            rec["error"] = f"cannot run {argv[0]}: {e}"
+            return rec
+        busy1, steal1 = cpu_busy_s()
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    rec.update({
+        "exit_status": ex.exit_code, "signal": ex.signal_name, "timed_out": ex.timed_out,
+        "measures": {"wall_s": ex.wall_s, "user_s": ex.user_s, "sys_s": ex.sys_s,
+                     "cpu_s": ex.user_s + ex.sys_s, "maxrss_mib": ex.maxrss_kib / 1024.0,
+                     "minflt": ex.minflt, "majflt": ex.majflt, "nvcsw": ex.nvcsw,
+                     "nivcsw": ex.nivcsw},
+        "metrics": workload.parse(stdout),
+        # CPU time that other processes (and the hypervisor) took from the machine meanwhile
+        "interference": None if busy0 is None else {
+            "other_cpu_s": max(0.0, busy1 - busy0 - ex.user_s - ex.sys_s),
+            "steal_s": steal1 - steal0,
+            "capacity_s": ex.wall_s * (os.cpu_count() or 1)},
+        "stdout_tail": stdout.strip().splitlines()[-3:],
+        "stderr_tail": stderr.strip().splitlines()[-10:],
+    })
+    if rdir:
+        reps, problems = report.collect(rdir)
+        if len(reps) == 1:
+            rec["folio_report"] = dict(reps[0])
+        elif reps:
+            agg = report.aggregate(reps)
+            agg["processes"] = len(reps)
+            rec["folio_report"] = agg
+        if problems:
+            rec["folio_report_problems"] = problems
+        shutil.rmtree(rdir, ignore_errors=True)
+
+    lib = rec["metrics"].get("malloc_lib")
+    if ex.timed_out:
+        rec["error"] = f"timed out after {workload.timeout or timeout:g} s"
+    elif ex.signal_name:
+        rec["error"] = f"killed by {ex.signal_name}"
+    elif ex.exit_code != 0:
+        rec["error"] = f"exit status {ex.exit_code}"
+    elif workload.metric.key not in rec["metrics"] and workload.metric.key not in rec["measures"]:
+        rec["error"] = f"no {workload.metric.key} in the output"
+    elif isinstance(lib, str) and not alloc.loaded(lib):
+        rec["error"] = f"malloc came from {lib}, not {alloc.name}: preload failed?"
+    else:
+        rec["ok"] = True
+    return rec
+
+
+def _value(run, key):
+    v = run.get("metrics", {}).get(key)
+    if v is None:
+        v = run.get("measures", {}).get(key)
+    return v if isinstance(v, (int, float)) else None
+
+
+def _write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def cmd_bench(args):
+    t_start = time.time()
+    quick = args.quick
+    if args.list:
+        list_suites(quick)
+        return 0
+    names = args.suites or list(SUITES)
+    bad = [n for n in names if n not in SUITES]
+    if bad:
+        _say(f"folio bench: unknown suite(s) {', '.join(bad)} (known: {', '.join(SUITES)})")
+        return 2
+    reps = args.reps or (QUICK_REPS if quick else FULL_REPS)
+    if reps < 1:
+        _say("folio bench: --reps must be at least 1")
+        return 2
+    plan_suites = [(SUITES[n], select_workloads(SUITES[n], args.only)) for n in names]
+    plan_suites = [(s, ws) for s, ws in plan_suites if ws]
+    if not plan_suites:
+        _say(f"folio bench: no workload matches --only {args.only}")
+        return 2
+
+    wanted = [a.strip() for a in args.allocators.split(",") if a.strip()]
+    allocs, skipped = allocators.resolve(wanted, install=not args.no_install)
+    for name, why in skipped:
+        _say(f"note: {name} skipped: {why}")
+    if not allocs:
+        _say("folio bench: no allocator available")
+        return 1
+    if "glibc" not in [a.name for a in allocs]:
+        _say("note: glibc is not among the allocators: no ratios to glibc")
+
+    for suite, _ in plan_suites:
+        try:
+            suite.prepare()
+        except paths.BuildError as e:
+            _say(f"folio bench: suite {suite.name}: {e}")
+            return 1
+
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):      # a previous run's files must not be mistaken for this one's
+        if f in ("results.json", "REPORT.md") or f.endswith(".png"):
+            os.remove(os.path.join(out, f))
+    results = {
+        "meta": {
+            "loadavg_before": os.getloadavg(),
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": sys.argv, "quick": quick, "reps": reps, "folio_commit": paths.git_describe(),
+            "machine": machine_info(), "order": "suite > workload > rep > allocators (rotated)",
+            "allocators": [{"name": a.name, "preload": a.preload, "version": a.version}
+                           for a in allocs],
+            "skipped": [{"name": n, "reason": why} for n, why in skipped],
+            "suites": {s.name: [w.name for w in ws] for s, ws in plan_suites},
+        },
+        "runs": [],
+    }
+    results_path = os.path.join(out, "results.json")
+
+    plan = []
+    for suite, workloads in plan_suites:
+        for w in workloads:
+            for rep in range(reps):
+                k = rep % len(allocs)
+                for alloc in allocs[k:] + allocs[:k]:
+                    plan.append((suite, w, rep, alloc))
+    _say(f"folio bench: {len(plan)} runs ({sum(len(ws) for _, ws in plan_suites)} workloads x "
+         f"{len(allocs)} allocators x {reps} reps){' --quick' if quick else ''}; "
+         f"results in {out}")
+
+    walls = {}      # (suite, workload) -> list of wall seconds so far
+    interrupted = False
+    scratch = tempfile.mkdtemp(prefix="folio-bench.")
+    try:
+        for i, (suite, w, rep, alloc) in enumerate(plan):
+            print(f"[{i + 1:>3}/{len(plan)}] {suite.name}/{w.name:<16} {alloc.name:<9} "
+                  f"rep {rep + 1}/{reps} ", end="", file=sys.stderr, flush=True)
+            rec = measure_run(w, alloc, quick, args.timeout, scratch)
+            rec = {"suite": suite.name, "workload": w.name, "allocator": alloc.name,
+                   "rep": rep, **rec}
+            results["runs"].append(rec)
+            _write_json(results_path, results)
+            wall = rec.get("measures", {}).get("wall_s", 0.0)
+            walls.setdefault((suite.name, w.name), []).append(wall)
+            everything = [x for ws in walls.values() for x in ws]
+            overall = sum(everything) / len(everything)
+            eta = 0.0
+            for s2, w2, _, _ in plan[i + 1:]:
+                seen = walls.get((s2.name, w2.name))
+                eta += (sum(seen) / len(seen)) if seen else overall
+            if rec["ok"]:
+                v = _value(rec, w.metric.key)
+                what = f"{w.metric.label} {w.metric.format(v)} {w.metric.unit}".rstrip()
+            else:
+                what = f"FAILED: {rec['error']}"
+            busy = render.runner_share(rec)
+            noisy = f"  busy {100 * busy:.0f}%" if busy is not None and busy > 0.1 else ""
+            print(f"{what:<34} wall {wall:6.2f} s  ETA {_fmt_eta(eta)}{noisy}", file=sys.stderr,
+                  flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        _say("\ninterrupted: reporting the runs done so far")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    results["meta"]["elapsed_s"] = round(time.time() - t_start, 1)
+    results["meta"]["interrupted"] = interrupted
+    _write_json(results_path, results)
+    tables = summary.summarize(results, [(s, ws) for s, ws in plan_suites],
+                               [a.name for a in allocs])
+    plot_note = None
+    if not args.no_plots:
+        from . import plots
+        plot_note = plots.draw(tables, out)
+    else:
+        plot_note = {"note": "charts not drawn (--no-plots)", "files": {}}
+    report_path = os.path.join(out, "REPORT.md")
+    with open(report_path, "w", encoding="utf-8") as f:
+        f.write(render.markdown_report(results, tables, plot_note))
+    print(render.headline_text(results, tables))
+    _say(f"folio bench: {len(results['runs'])} runs in {results['meta']['elapsed_s']:.0f} s; "
+         f"wrote {results_path} and {report_path}")
+    failed = sum(1 for r in results["runs"] if not r["ok"])
+    if failed:
+        _say(f"folio bench: {failed} run(s) failed; see REPORT.md")
+    return 130 if interrupted else 1 if failed else 0

@@ -1,0 +1,9 @@
+"""The benchmark suites of ``folio bench``.
+
+To add a suite: write one module here defining ``SUITE = Suite(...)`` (see
+``base.py``; ``alloc.py`` is the model) and add it to ``SUITES`` below.
+"""
+
+from . import alloc, faults
+
+SUITES = {s.name: s for s in (alloc.SUITE, faults.SUITE)}
