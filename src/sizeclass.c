@@ -26,7 +26,7 @@ static uint32_t class_size(unsigned c) {
 void classes_init(void) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         uint32_t size = class_size(c);
-        uint32_t pages = 4;
+        uint32_t pages = 8;
         for (;;) {
             size_t bytes = (size_t)pages << PAGE_SHIFT;
             size_t cap = bytes / size;
