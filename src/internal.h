@@ -52,6 +52,8 @@ void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes);
 int os_write_file(const char *path, const char *buf, size_t len);
 int os_getpid(void);
 void os_sleep_ms(unsigned ms);
+size_t os_read_file(const char *path, char *buf, size_t len); /* NUL-terminated; 0 on error */
+size_t os_llc_bytes(void);                                    /* last-level cache size, 0 if unknown */
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 
 /* ---------------------------------------------------------------- lock */
@@ -93,6 +95,10 @@ static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memor
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
     X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
+    X(pcp_autotune, "FOLIO_PCP_AUTOTUNE", 1,                                                   \
+      "1: pageset high auto-tuned between high_min and high_max (seed 003); 0: high fixed")    \
+    X(memory_limit, "FOLIO_MEMORY_LIMIT", 0,                                                   \
+      "soft limit in bytes (K/M/G suffix): within 1/8 of it pagesets shrink toward high_min")  \
     X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
       "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
@@ -208,10 +214,12 @@ struct zone_stats {
     uint64_t free_pages, dirty_pages, chunks;
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
-int zone_alloc_bulk(unsigned order, int n, struct span **out);
+long zone_alloc_bulk(unsigned order, long n, struct span **list);
 void zone_free_span(struct span *s);
+size_t zone_managed_pages(void);
+size_t zone_resident_estimate(void);
 bool zone_resize(struct span *s, size_t npages);
-void zone_free_bulk(struct span **blocks, int n);
+void zone_free_bulk(struct span *list);
 size_t zone_purge(bool all);
 size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
@@ -222,15 +230,23 @@ void zone_unlock_all(bool child);
 /* ---------------------------------------------------------------- pageset */
 struct pageset_stats {
     int cpu;
-    long count, high, high_min, high_max, batch, chunks;
-    uint64_t refills, drains, trylock_failed;
+    long count, high, high_min, high_max, high_lowest, high_highest, batch, chunks;
+    uint64_t refills, drains, free_high_drains, decays, trylock_failed;
 };
 void pageset_init(void);
 struct span *page_alloc(size_t npages, size_t align_pages);
 void page_free(struct span *s);
 int pageset_count(void);
 void pageset_stats(int i, struct pageset_stats *st);
-void pageset_totals(uint64_t *refills, uint64_t *drains, uint64_t *held_pages);
+void pageset_totals(struct pageset_stats *sum); /* count: pages held, chunks included */
+void pageset_decay_tick(void);
+bool pageset_grown(void);
+/* tests: drive pageset i directly, and force the pressure signal (-1: measure) */
+struct span *pageset_alloc_on(int i, unsigned order);
+void pageset_free_on(int i, struct span *s, unsigned order);
+void pageset_decay_on(int i);
+void pageset_force_pressure(int on);
+void pageset_hold_decay(void); /* no automatic decay from now on */
 void pageset_drain_all(void);
 void pageset_lock_all(void);
 void pageset_unlock_all(bool child);

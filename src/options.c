@@ -16,7 +16,9 @@ static void parse(const char *env, long *v) {
     if (!s || !*s) return;
     char *end;
     long x = strtol(s, &end, 0);
-    if (end != s && x >= 0) *v = x;
+    if (end == s || x < 0) return;
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    *v = x << shift;
 }
 
 void options_init(void) {

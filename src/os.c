@@ -230,3 +230,35 @@ void os_sleep_ms(unsigned ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+/* Read a small file (sysfs, procfs, cgroupfs) into buf, NUL-terminated. */
+size_t os_read_file(const char *path, char *buf, size_t len) {
+    if (len == 0) return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        buf[0] = 0;
+        return 0;
+    }
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0) n = 0;
+    buf[n] = 0;
+    return (size_t)n;
+}
+
+/* The largest cache level cpu0 reports in sysfs ("260M", "32768K"). */
+size_t os_llc_bytes(void) {
+    size_t best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[64] = "/sys/devices/system/cpu/cpu0/cache/index0/size", buf[32];
+        path[40] = (char)('0' + i);
+        if (!os_read_file(path, buf, sizeof buf)) continue;
+        char *end;
+        size_t v = (size_t)strtoull(buf, &end, 10);
+        if (*end == 'K') v <<= 10;
+        else if (*end == 'M') v <<= 20;
+        else if (*end == 'G') v <<= 30;
+        if (v > best) best = v;
+    }
+    return best;
+}

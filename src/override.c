@@ -281,10 +281,11 @@ static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hbl
     folio_init();
     struct zone_stats zs;
     struct huge_stats hs;
-    uint64_t refills, drains, held;
+    struct pageset_stats pcp;
     zone_stats(&zs);
     huge_stats(&hs);
-    pageset_totals(&refills, &drains, &held);
+    pageset_totals(&pcp);
+    size_t held = (size_t)pcp.count;
     size_t zone_bytes = (size_t)zs.chunks * CHUNK_SIZE;
     size_t free_bytes = ((size_t)zs.free_pages + held) << PAGE_SHIFT;
     *arena = zone_bytes;

@@ -1,49 +1,161 @@
-/* pageset: per-CPU caches of free blocks in front of the zone.
+/* pageset: per-CPU caches of free blocks in front of the zone, with the
+ * kernel's PCP high auto-tuning (seed 003, mm/page_alloc.c as of v6.19).
  *
  * One pageset per possible CPU caches blocks of orders 0..PCP_MAX_ORDER and
  * whole 2 MiB chunks.  A pageset is taken with trylock only: when another
- * thread holds it (it was preempted, or migrated), the caller goes straight to
- * the zone instead of waiting.  Fields mirror the kernel's per_cpu_pages.
+ * thread holds it (preempted, or migrated), the caller goes straight to the
+ * zone instead of waiting.
  *
  * Invariants, under ps->lock:
  *  - count == sum over lists of 2^order (base pages; chunks are counted in
  *    nr_chunks, not count);
- *  - count < high after every free returns (a free that reaches high drains
- *    the oldest blocks to the zone in one zone-lock hold);
+ *  - high_min <= high <= high_max after every operation; in manual mode
+ *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
+ *  - a free that finds count >= high drains the oldest blocks to the zone,
+ *    in batch-sized zone-lock holds;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them.
- * high is fixed (high_min == high_max) until auto-tuning lands. */
+ *
+ * What the kernel's quantities mean here:
+ *  - the zone size is the pages of all chunks the zone has reserved so far:
+ *    high_max = zone pages / 8 / CPUs, so a small heap keeps small caches;
+ *  - the low watermark share (high_min) is 4 x batch, the fixed high;
+ *  - memory pressure (ZONE_BELOW_HIGH) is a cgroup v2 memory.max being
+ *    approached (within 1/8), or folio's resident estimate above 7/8 of
+ *    FOLIO_MEMORY_LIMIT; checked on the refill path at most every 100 ms;
+ *  - the decay (vmstat worker) runs from refills on any CPU once a second,
+ *    for every pageset it can trylock, and from the background purger. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
+
+#define PCP_BATCH_SCALE_MAX 5
+#define PCPF_PREV_FREE_HIGH_ORDER 0x1u
+#define PCPF_FREE_HIGH_BATCH 0x2u
+#define DECAY_INTERVAL_MS 1000u
+#define PRESSURE_INTERVAL_MS 100u
 
 struct pageset {
     lock_t lock;
     long count, high, high_min, high_max, batch;
     int alloc_factor;
+    unsigned flags;
     long free_count;
     struct span *head[PCP_MAX_ORDER + 1], *tail[PCP_MAX_ORDER + 1];
     struct span *chunks;
     long nr_chunks;
-    uint64_t refills, drains;
+    long high_lowest, high_highest;
+    uint64_t last_decay_ms;
+    uint64_t refills, drains, free_high_drains, decays;
     _Atomic uint64_t trylock_failed;
 } __attribute__((aligned(CACHELINE)));
 
 static struct pageset *pagesets;
 static int nr_pagesets;
+static _Atomic uint64_t next_decay_ms, next_pressure_ms;
+static _Atomic int pressure;       /* ZONE_BELOW_HIGH */
+static int pressure_forced = -1;   /* tests: -1 measure, 0/1 forced */
+static _Atomic int pcp_grown; /* some pageset's high went above high_min */
+static char cgroup_dir[256];
+static size_t cgroup_max;
+
+/* ---- static sizing ---- */
+
+static void set_high(struct pageset *ps, long high) {
+    ps->high = high;
+    if (high > ps->high_min && !atomic_load_explicit(&pcp_grown, memory_order_relaxed))
+        atomic_store_explicit(&pcp_grown, 1, memory_order_relaxed);
+    if (high < ps->high_lowest) ps->high_lowest = high;
+    if (high > ps->high_highest) ps->high_highest = high;
+}
+
+static bool autotune(void) { return opt.pcp_autotune && opt.pcp_high <= 0; }
+
+/* high_min/high_max from the zone size (pageset lock held). */
+static void size_limits(struct pageset *ps, long zone_pages) {
+    long batch = ps->batch;
+    if (!autotune()) {
+        ps->high_min = ps->high_max = opt.pcp_high > 0 ? opt.pcp_high : 4 * batch;
+    } else {
+        ps->high_min = 4 * batch;
+        long share = zone_pages / 8 / nr_pagesets;
+        ps->high_max = share > ps->high_min ? share : ps->high_min;
+    }
+    long h = ps->high < ps->high_min ? ps->high_min : ps->high > ps->high_max ? ps->high_max : ps->high;
+    set_high(ps, h);
+}
+
+static void cgroup_init(void) {
+    char buf[512];
+    if (!os_read_file("/proc/self/cgroup", buf, sizeof buf)) return;
+    char *p = strstr(buf, "0::");
+    if (!p) return;
+    p += 3;
+    char *nl = strchr(p, '\n');
+    if (nl) *nl = 0;
+    size_t n = strlen("/sys/fs/cgroup") + strlen(p) + 1;
+    if (n >= sizeof cgroup_dir - 16) return;
+    strcpy(cgroup_dir, "/sys/fs/cgroup");
+    strcat(cgroup_dir, p);
+    char path[300];
+    strcpy(path, cgroup_dir);
+    strcat(path, "/memory.max");
+    if (!os_read_file(path, buf, sizeof buf) || buf[0] < '0' || buf[0] > '9') {
+        cgroup_dir[0] = 0; /* "max" or no memory controller: no limit */
+        return;
+    }
+    cgroup_max = (size_t)strtoull(buf, NULL, 10);
+}
 
 void pageset_init(void) {
     int n = os_cpu_count();
     if (n > 1024) n = 1024;
     pagesets = meta_alloc(sizeof(struct pageset) * (size_t)n);
     if (!pagesets) return;
-    long batch = opt.pcp_batch > 0 ? opt.pcp_batch : 1;
-    long high = opt.pcp_high > 0 ? opt.pcp_high : 4 * batch;
+    nr_pagesets = n;
+    long batch = opt.pcp_batch;
+    size_t llc = os_llc_bytes();
+    bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
     for (int i = 0; i < n; i++) {
         struct pageset *ps = &pagesets[i];
         ps->batch = batch;
-        ps->high = ps->high_min = ps->high_max = high;
+        ps->high = ps->high_lowest = ps->high_highest = 4 * batch;
+        ps->flags = big_slice ? PCPF_FREE_HIGH_BATCH : 0;
+        size_limits(ps, 0);
+        ps->high_lowest = ps->high_highest = ps->high;
     }
-    nr_pagesets = n;
+    if (autotune()) cgroup_init();
 }
+
+/* ---- memory pressure (ZONE_BELOW_HIGH) ---- */
+
+static bool measure_pressure(void) {
+    if (opt.memory_limit > 0 &&
+        zone_resident_estimate() > (size_t)opt.memory_limit - (size_t)opt.memory_limit / 8)
+        return true;
+    if (cgroup_dir[0]) {
+        char path[300], buf[64];
+        strcpy(path, cgroup_dir);
+        strcat(path, "/memory.current");
+        if (os_read_file(path, buf, sizeof buf)) {
+            size_t cur = (size_t)strtoull(buf, NULL, 10);
+            if (cur > cgroup_max - cgroup_max / 8) return true;
+        }
+    }
+    return false;
+}
+
+static bool under_pressure(uint64_t now) {
+    if (pressure_forced >= 0) return pressure_forced;
+    if (opt.memory_limit <= 0 && !cgroup_dir[0]) return false;
+    uint64_t due = atomic_load_explicit(&next_pressure_ms, memory_order_relaxed);
+    if (now >= due && atomic_compare_exchange_strong(&next_pressure_ms, &due, now + PRESSURE_INTERVAL_MS))
+        atomic_store_explicit(&pressure, measure_pressure(), memory_order_relaxed);
+    return atomic_load_explicit(&pressure, memory_order_relaxed);
+}
+
+/* ---- lists ---- */
 
 static struct pageset *this_pageset(void) {
     int cpu = os_cpu();
@@ -79,21 +191,152 @@ static struct span *pop_tail(struct pageset *ps, unsigned o) {
     return s;
 }
 
-/* Drain at least `pages` base pages (oldest blocks first, round robin over
- * orders) to the zone. */
+/* Drain at least `pages` base pages, oldest blocks first, round robin over
+ * orders, one zone-lock hold per batch (free_pcppages_bulk). */
 static void drain(struct pageset *ps, long pages) {
-    struct span *out[64];
     ps->drains++;
+    unsigned o = 0;
     while (pages > 0 && ps->count > 0) {
-        int n = 0;
-        for (unsigned o = 0; n < 64 && pages > 0 && ps->count > 0; o = (o + 1) % (PCP_MAX_ORDER + 1)) {
+        struct span *list = NULL;
+        long chunk = 0;
+        while (chunk < ps->batch && chunk < pages && ps->count > 0) {
             struct span *s = pop_tail(ps, o);
+            o = (o + 1) % (PCP_MAX_ORDER + 1);
             if (!s) continue;
-            out[n++] = s;
-            pages -= 1l << o;
+            s->next = list;
+            list = s;
+            chunk += 1l << s->order;
         }
-        zone_free_bulk(out, n);
+        pages -= chunk;
+        zone_free_bulk(list);
     }
+}
+
+/* ---- the tuning rules ---- */
+
+/* nr_pcp_alloc: how many blocks a refill takes; a miss grows high. */
+static long nr_alloc(struct pageset *ps, unsigned o, bool below_high) {
+    long high = ps->high;
+    if (high < ps->batch) return 1;
+    long b = o ? ps->batch : ps->batch << ps->alloc_factor;
+    if (ps->high_min != ps->high_max && !below_high) {
+        high = high + b < ps->high_max ? high + b : ps->high_max;
+        set_high(ps, high);
+    }
+    if (o == 0) {
+        long room = high - ps->count - ps->batch;
+        if (room < ps->batch) room = ps->batch;
+        if (b <= room && ps->alloc_factor < PCP_BATCH_SCALE_MAX) ps->alloc_factor++;
+        if (b > room) b = room;
+    }
+    if (b > 1) {
+        b >>= o;
+        if (b < 2) b = 2;
+    }
+    return b;
+}
+
+/* nr_pcp_high: the level at which a free drains; adjusts high. */
+static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
+    long high = ps->high, batch = ps->batch;
+    if (high == 0) return 0;
+    if (free_high) {
+        long h = high - (batch << PCP_BATCH_SCALE_MAX);
+        set_high(ps, h > ps->high_min ? h : ps->high_min);
+        return 0;
+    }
+    if (ps->high_min == ps->high_max) return high;
+    if (below_high) {
+        long fc = ps->free_count > batch ? ps->free_count : batch;
+        set_high(ps, high - fc > ps->high_min ? high - fc : ps->high_min);
+        return ps->count > ps->high_min ? ps->count : ps->high_min;
+    }
+    if (ps->count >= high) {
+        long need = ps->free_count + batch;
+        if (ps->high < need) set_high(ps, need < ps->high_max ? need : ps->high_max);
+    }
+    return high;
+}
+
+/* nr_pcp_free: how many pages an overflowing free drains. */
+static long nr_free(struct pageset *ps, long high, bool free_high) {
+    long batch = ps->batch;
+    if (free_high) return ps->count < (batch << PCP_BATCH_SCALE_MAX) ? ps->count : batch << PCP_BATCH_SCALE_MAX;
+    if (high < batch) return 1;
+    long n = ps->free_count, hi = high - batch;
+    if (n > hi) n = hi;
+    if (n < batch) n = batch;
+    return n;
+}
+
+/* decay_pcp_high: lower high by 1/8 (never draining more than 32 batches
+ * per tick) and drain the excess. */
+static void decay(struct pageset *ps) {
+    ps->decays++;
+    if (ps->high > ps->high_min) {
+        long a = ps->count - (ps->batch << PCP_BATCH_SCALE_MAX), b = ps->high - ps->high / 8;
+        long h = a > b ? a : b;
+        set_high(ps, h > ps->high_min ? h : ps->high_min);
+    }
+    if (ps->count > ps->high) drain(ps, ps->count - ps->high);
+}
+
+/* Decay every pageset that is due and free to take (trylock). */
+static void decay_due(uint64_t now) {
+    uint64_t due = atomic_load_explicit(&next_decay_ms, memory_order_relaxed);
+    if (now < due || !atomic_compare_exchange_strong(&next_decay_ms, &due, now + DECAY_INTERVAL_MS / 4))
+        return;
+    for (int i = 0; i < nr_pagesets; i++) {
+        struct pageset *ps = &pagesets[i];
+        if (!lock_try(&ps->lock)) continue;
+        if (now - ps->last_decay_ms >= DECAY_INTERVAL_MS) {
+            ps->last_decay_ms = now;
+            decay(ps);
+        }
+        lock_release(&ps->lock);
+    }
+}
+
+static struct span *alloc_on(struct pageset *ps, unsigned o) {
+    ps->free_count >>= 1;
+    struct span *s = pop_head(ps, o);
+    if (!s) {
+        uint64_t now = os_now_ms();
+        bool below_high = under_pressure(now);
+        size_limits(ps, (long)zone_managed_pages());
+        struct span *list;
+        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list);
+        ps->refills++;
+        while (list) {
+            struct span *b = list;
+            list = b->next;
+            push_head(ps, b, o);
+        }
+        s = pop_head(ps, o);
+    }
+    if (s) span_set_kind(s, SPAN_TAKEN);
+    return s;
+}
+
+static void free_on(struct pageset *ps, struct span *s, unsigned o) {
+    push_head(ps, s, o);
+    ps->alloc_factor >>= 1;
+    bool free_high = false;
+    if (o >= 1 && o <= PCP_MAX_ORDER) {
+        free_high = ps->free_count >= ps->batch + ps->high_min / 2 &&
+                    (ps->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
+                    (!(ps->flags & PCPF_FREE_HIGH_BATCH) || ps->count >= ps->batch);
+        ps->flags |= PCPF_PREV_FREE_HIGH_ORDER;
+    } else {
+        ps->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
+    }
+    if (ps->free_count < (ps->batch << PCP_BATCH_SCALE_MAX)) ps->free_count += 1l << o;
+    bool below_high = pressure_forced >= 0 ? pressure_forced
+                                           : atomic_load_explicit(&pressure, memory_order_relaxed);
+    long high = nr_high(ps, free_high, below_high);
+    if (ps->count < high) return;
+    if (free_high) ps->free_high_drains++;
+    drain(ps, nr_free(ps, high, free_high));
 }
 
 static struct span *pcp_alloc(unsigned o) {
@@ -102,20 +345,11 @@ static struct span *pcp_alloc(unsigned o) {
         if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
         return zone_alloc_pages((size_t)1 << o, 1);
     }
-    ps->free_count >>= 1;
-    struct span *s = pop_head(ps, o);
-    if (!s) {
-        struct span *got[64];
-        long want = ps->batch >> o;
-        if (want < 2) want = 2;
-        if (want > 64) want = 64;
-        int n = zone_alloc_bulk(o, (int)want, got);
-        ps->refills++;
-        for (int i = n - 1; i >= 0; i--) push_head(ps, got[i], o);
-        s = pop_head(ps, o);
-    }
+    uint64_t refills = ps->refills;
+    struct span *s = alloc_on(ps, o);
+    bool refilled = ps->refills != refills;
     lock_release(&ps->lock);
-    if (s) span_set_kind(s, SPAN_TAKEN);
+    if (refilled && autotune()) decay_due(os_now_ms());
     return s;
 }
 
@@ -126,17 +360,11 @@ static void pcp_free(struct span *s, unsigned o) {
         zone_free_span(s);
         return;
     }
-    push_head(ps, s, o);
-    ps->alloc_factor >>= 1;
-    if (ps->free_count < (ps->batch << 5)) ps->free_count += 1l << o;
-    if (ps->count >= ps->high) {
-        long to_free = ps->free_count;
-        if (to_free > ps->high - ps->batch) to_free = ps->high - ps->batch;
-        if (to_free < ps->batch) to_free = ps->batch;
-        drain(ps, to_free);
-    }
+    free_on(ps, s, o);
     lock_release(&ps->lock);
 }
+
+/* ---- whole chunks ---- */
 
 static struct span *chunk_alloc(void) {
     struct pageset *ps = this_pageset();
@@ -172,8 +400,9 @@ static void chunk_free(struct span *s) {
     zone_free_span(s);
 }
 
-/* The page heap's entry points: a span of exactly npages pages, aligned to
- * align_pages pages (a power of two). */
+/* ---- the page heap's entry points ---- */
+
+/* A span of exactly npages pages aligned to align_pages (a power of two). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
     if ((npages & (npages - 1)) == 0 && align_pages <= npages) {
         if (npages <= (1u << PCP_MAX_ORDER)) return pcp_alloc((unsigned)__builtin_ctzll(npages));
@@ -192,6 +421,13 @@ void page_free(struct span *s) {
     zone_free_span(s);
 }
 
+/* The background purger's tick: decay whatever is due. */
+void pageset_decay_tick(void) {
+    if (autotune() && nr_pagesets) decay_due(os_now_ms());
+}
+
+bool pageset_grown(void) { return atomic_load_explicit(&pcp_grown, memory_order_relaxed); }
+
 void pageset_drain_all(void) {
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset *ps = &pagesets[i];
@@ -207,6 +443,33 @@ void pageset_drain_all(void) {
     }
 }
 
+/* ---- driving one pageset directly (tests) ---- */
+
+struct span *pageset_alloc_on(int i, unsigned o) {
+    struct pageset *ps = &pagesets[i];
+    lock_acquire(&ps->lock);
+    struct span *s = alloc_on(ps, o);
+    lock_release(&ps->lock);
+    return s;
+}
+void pageset_free_on(int i, struct span *s, unsigned o) {
+    struct pageset *ps = &pagesets[i];
+    lock_acquire(&ps->lock);
+    s->flags &= SPAN_ZEROED;
+    free_on(ps, s, o);
+    lock_release(&ps->lock);
+}
+void pageset_decay_on(int i) {
+    struct pageset *ps = &pagesets[i];
+    lock_acquire(&ps->lock);
+    decay(ps);
+    lock_release(&ps->lock);
+}
+void pageset_force_pressure(int on) { pressure_forced = on; }
+void pageset_hold_decay(void) { atomic_store(&next_decay_ms, UINT64_MAX); }
+
+/* ---- counters ---- */
+
 int pageset_count(void) { return nr_pagesets; }
 
 void pageset_stats(int i, struct pageset_stats *st) {
@@ -217,22 +480,29 @@ void pageset_stats(int i, struct pageset_stats *st) {
     st->high = ps->high;
     st->high_min = ps->high_min;
     st->high_max = ps->high_max;
+    st->high_lowest = ps->high_lowest;
+    st->high_highest = ps->high_highest;
     st->batch = ps->batch;
     st->chunks = ps->nr_chunks;
     st->refills = ps->refills;
     st->drains = ps->drains;
+    st->free_high_drains = ps->free_high_drains;
+    st->decays = ps->decays;
     st->trylock_failed = atomic_load_explicit(&ps->trylock_failed, memory_order_relaxed);
     lock_release(&ps->lock);
 }
 
-void pageset_totals(uint64_t *refills, uint64_t *drains, uint64_t *held_pages) {
-    *refills = *drains = *held_pages = 0;
+void pageset_totals(struct pageset_stats *sum) {
+    memset(sum, 0, sizeof *sum);
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset_stats st;
         pageset_stats(i, &st);
-        *refills += st.refills;
-        *drains += st.drains;
-        *held_pages += (uint64_t)st.count + (uint64_t)st.chunks * CHUNK_PAGES;
+        sum->count += st.count + st.chunks * (long)CHUNK_PAGES;
+        sum->refills += st.refills;
+        sum->drains += st.drains;
+        sum->free_high_drains += st.free_high_drains;
+        sum->decays += st.decays;
+        sum->trylock_failed += st.trylock_failed;
     }
 }
 

@@ -27,6 +27,7 @@ static _Atomic int purging;
 
 static void purge_now(void) {
     if (atomic_exchange_explicit(&purging, 1, memory_order_acquire)) return;
+    pageset_decay_tick();
     zone_purge(false);
     huge_purge(false);
     slab_reclaim_abandoned();
@@ -56,7 +57,7 @@ static void *purge_main(void *arg) {
 void purge_maybe_start_thread(void) {
     if (!opt.purge_thread || atomic_load_explicit(&purge_thread_state, memory_order_relaxed))
         return;
-    if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG) return;
+    if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG && !pageset_grown()) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
     sigset_t all, old;

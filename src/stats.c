@@ -52,7 +52,7 @@ struct snapshot {
     struct heap_counts hc;
     struct zone_stats zs;
     struct huge_stats hs;
-    uint64_t pcp_refills, pcp_drains, pcp_held;
+    struct pageset_stats pcp;
     uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped;
 };
@@ -62,7 +62,7 @@ static void snap(struct snapshot *s) {
     heap_counts(&s->hc);
     zone_stats(&s->zs);
     huge_stats(&s->hs);
-    pageset_totals(&s->pcp_refills, &s->pcp_drains, &s->pcp_held);
+    pageset_totals(&s->pcp);
 #define G(f) s->f = atomic_load_explicit(&gcount.f, memory_order_relaxed)
     G(large_allocs);
     G(large_bytes);
@@ -100,9 +100,12 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
     kv(&b, "zone_free_pages", s.zs.free_pages);
     kv(&b, "zone_dirty_pages", s.zs.dirty_pages);
     kv(&b, "zone_chunks", s.zs.chunks);
-    kv(&b, "pcp_refills", s.pcp_refills);
-    kv(&b, "pcp_drains", s.pcp_drains);
-    kv(&b, "pcp_held_pages", s.pcp_held);
+    kv(&b, "pcp_refills", s.pcp.refills);
+    kv(&b, "pcp_drains", s.pcp.drains);
+    kv(&b, "free_high_drains", s.pcp.free_high_drains);
+    kv(&b, "pcp_decays", s.pcp.decays);
+    kv(&b, "pcp_trylock_failed", s.pcp.trylock_failed);
+    kv(&b, "pcp_held_pages", (uint64_t)s.pcp.count);
     kv(&b, "purges", s.zs.purges + s.hs.purges);
     kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
     kv(&b, "huge_mapped_bytes", s.hs.mapped);
@@ -130,6 +133,10 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
         sb_i64(&b, p.high_min);
         sb_put(&b, ", \"high_max\": ");
         sb_i64(&b, p.high_max);
+        sb_put(&b, ", \"high_lowest\": ");
+        sb_i64(&b, p.high_lowest);
+        sb_put(&b, ", \"high_highest\": ");
+        sb_i64(&b, p.high_highest);
         sb_put(&b, ", \"batch\": ");
         sb_i64(&b, p.batch);
         sb_put(&b, ", \"chunks\": ");
@@ -138,6 +145,10 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
         sb_u64(&b, p.refills);
         sb_put(&b, ", \"drains\": ");
         sb_u64(&b, p.drains);
+        sb_put(&b, ", \"free_high_drains\": ");
+        sb_u64(&b, p.free_high_drains);
+        sb_put(&b, ", \"decays\": ");
+        sb_u64(&b, p.decays);
         sb_put(&b, ", \"trylock_failed\": ");
         sb_u64(&b, p.trylock_failed);
         sb_put(&b, "}");
@@ -202,6 +213,10 @@ __attribute__((visibility("default"))) void folio_report_print(int fd) {
     line(&b, "  zone lock waited  ", s.zs.lock_contended, "");
     line(&b, "  pages from zone   ", s.zs.pages_from_zone, "");
     line(&b, "  pages to zone     ", s.zs.pages_to_zone, "");
+    line(&b, "  pageset refills   ", s.pcp.refills, "");
+    line(&b, "  pageset drains    ", s.pcp.drains, "");
+    line(&b, "  free_high drains  ", s.pcp.free_high_drains, "");
+    line(&b, "  pageset decays    ", s.pcp.decays, "");
     line(&b, "  purged            ", s.zs.purged_bytes + s.hs.purged_bytes, " bytes");
     line(&b, "  mapped (peak)     ", s.peak_mapped, " bytes");
     line(&b, "  resident (peak)   ", s.maxrss, " bytes");

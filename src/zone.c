@@ -29,7 +29,8 @@ static struct zone {
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct zone_stats st;
-    _Atomic uint64_t dirty_pages_pub; /* dirty page count readable without the lock */
+    /* copies of counters for readers that do not take the lock */
+    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
 } zone;
 
 static void zone_lock(void) {
@@ -38,6 +39,8 @@ static void zone_lock(void) {
 }
 static void zone_unlock(void) {
     atomic_store_explicit(&zone.dirty_pages_pub, zone.st.dirty_pages, memory_order_relaxed);
+    atomic_store_explicit(&zone.free_pages_pub, zone.st.free_pages, memory_order_relaxed);
+    atomic_store_explicit(&zone.chunks_pub, zone.st.chunks, memory_order_relaxed);
     lock_release(&zone.lock);
 }
 
@@ -235,13 +238,17 @@ struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
     return d;
 }
 
-int zone_alloc_bulk(unsigned order, int n, struct span **out) {
-    int got = 0;
+/* Take up to n blocks of `order` in one lock hold, linked through ->next. */
+long zone_alloc_bulk(unsigned order, long n, struct span **list) {
+    long got = 0;
+    *list = NULL;
     zone_lock();
     while (got < n && desc_reserve(MAX_ORDER + 1)) {
         struct span *d = block_take(order);
         if (!d) break;
-        out[got++] = d;
+        d->next = *list;
+        *list = d;
+        got++;
     }
     zone.st.pages_from_zone += (uint64_t)got << order;
     zone_unlock();
@@ -261,13 +268,32 @@ void zone_free_span(struct span *s) {
     purge_tick();
 }
 
-void zone_free_bulk(struct span **blocks, int n) {
+/* Return a list of blocks (linked through ->next) in one lock hold. */
+void zone_free_bulk(struct span *list) {
     uint64_t now = os_now_ms();
     zone_lock();
-    for (int i = 0; i < n; i++)
-        if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(blocks[i], now);
+    while (list) {
+        struct span *s = list;
+        list = s->next;
+        if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
+    }
     zone_unlock();
     purge_tick();
+}
+
+size_t zone_managed_pages(void) {
+    return (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
+}
+
+/* Resident memory folio holds, estimated without a syscall: the zone's
+ * chunks minus free pages known to be zero (never touched or purged). */
+size_t zone_resident_estimate(void) {
+    uint64_t chunks = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed);
+    uint64_t free_pages = atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
+    uint64_t dirty = atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed);
+    uint64_t clean = free_pages > dirty ? free_pages - dirty : 0;
+    uint64_t total = chunks * CHUNK_PAGES;
+    return (size_t)(total > clean ? total - clean : 0) << PAGE_SHIFT;
 }
 
 /* Resize the allocated span s in place to npages: shrinking gives the tail
