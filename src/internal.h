@@ -27,8 +27,8 @@
 #define PCP_MAX_ORDER 3                        /* pagesets cache orders 0..3 and chunks */
 
 #define MIN_ALIGN 16
-#define SMALL_MAX 32768        /* largest size served from slabs */
-#define NCLASSES 72            /* size classes 16 .. 32768 */
+#define SMALL_MAX 16384        /* largest size served from slabs */
+#define NCLASSES 64            /* size classes 16 .. 16384 */
 #define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
 
 /* ---------------------------------------------------------------- os */
@@ -214,7 +214,9 @@ struct zone_stats {
     uint64_t free_pages, dirty_pages, chunks;
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
-long zone_alloc_bulk(unsigned order, long n, struct span **list);
+long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
+                     long *descs_got);
+long zone_take_descs(struct span **stash, long n);
 void zone_free_span(struct span *s);
 size_t zone_managed_pages(void);
 size_t zone_resident_estimate(void);
@@ -265,7 +267,7 @@ unsigned size_class(size_t n); /* n <= SMALL_MAX */
 
 /* ---------------------------------------------------------------- slab (objects) */
 struct heap_counts {
-    uint64_t small_allocs, small_bytes, frees;
+    uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
 };
 void *small_alloc_slow(size_t n);
 void small_free_slow(struct span *s, void *p);

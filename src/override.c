@@ -58,8 +58,14 @@ void *large_alloc(size_t n, size_t align, bool zero) {
     s->flags = 0;
     span_set_kind(s, SPAN_LARGE);
     span_map_pages(s, s, s->page_idx, 1);
-    atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
+    struct heap *h = tl_heap;
+    if (likely(h)) {
+        h->large_allocs++;
+        h->large_bytes += n;
+    } else {
+        atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
+    }
     purge_maybe_start_thread();
     return s->start;
 }
@@ -69,7 +75,9 @@ void large_free(struct span *s, void *p) {
     span_map_pages(s, NULL, s->page_idx, 1);
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
-    atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
+    struct heap *h = tl_heap;
+    if (likely(h)) h->large_frees++;
+    else atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
     page_free(s);
     purge_maybe_start_thread();
 }

@@ -14,7 +14,12 @@
  *  - a free that finds count >= high drains the oldest blocks to the zone,
  *    in batch-sized zone-lock holds;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
- *    so the zone never merges with them.
+ *    so the zone never merges with them;
+ *  - a span of up to 8 pages that is not a power of two is carved exactly
+ *    from the block of the next order, and its tail pages go on the lists as
+ *    smaller blocks; freed, it is cut back into aligned blocks.  The
+ *    descriptors this needs come from a small per-pageset stash, topped up
+ *    during refills (in the zone-lock hold the refill takes anyway).
  *
  * What the kernel's quantities mean here:
  *  - the zone size is the pages of all chunks the zone has reserved so far:
@@ -35,6 +40,7 @@
 #define PCPF_FREE_HIGH_BATCH 0x2u
 #define DECAY_INTERVAL_MS 1000u
 #define PRESSURE_INTERVAL_MS 100u
+#define SPARE_DESCS 16
 
 struct pageset {
     lock_t lock;
@@ -45,6 +51,8 @@ struct pageset {
     struct span *head[PCP_MAX_ORDER + 1], *tail[PCP_MAX_ORDER + 1];
     struct span *chunks;
     long nr_chunks;
+    struct span *spare; /* descriptors for carving */
+    long nr_spare;
     long high_lowest, high_highest;
     uint64_t last_decay_ms;
     uint64_t refills, drains, free_high_drains, decays;
@@ -305,7 +313,10 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
         bool below_high = under_pressure(now);
         size_limits(ps, (long)zone_managed_pages());
         struct span *list;
-        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list);
+        long descs = 0;
+        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list, &ps->spare, SPARE_DESCS - ps->nr_spare,
+                        &descs);
+        ps->nr_spare += descs;
         ps->refills++;
         while (list) {
             struct span *b = list;
@@ -318,8 +329,57 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
     return s;
 }
 
-static void free_on(struct pageset *ps, struct span *s, unsigned o) {
-    push_head(ps, s, o);
+static bool spare_ensure(struct pageset *ps, long n) {
+    if (ps->nr_spare < n) ps->nr_spare += zone_take_descs(&ps->spare, SPARE_DESCS - ps->nr_spare);
+    return ps->nr_spare >= n;
+}
+static struct span *spare_get(struct pageset *ps) {
+    struct span *d = ps->spare;
+    ps->spare = d->next;
+    ps->nr_spare--;
+    return d;
+}
+
+/* Put the pages [idx, idx+n) of s's chunk on the lists as maximal aligned
+ * blocks; the first block's descriptor is `first` (or a spare).  Returns the
+ * largest order pushed. */
+static unsigned push_range(struct pageset *ps, struct span *tmpl, uint32_t idx, uint32_t n,
+                           struct span *first) {
+    uint32_t end = idx + n;
+    unsigned top = 0;
+    while (idx < end) {
+        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : PCP_MAX_ORDER;
+        if (o > PCP_MAX_ORDER) o = PCP_MAX_ORDER;
+        while ((1u << o) > end - idx) o--;
+        struct span *d = first ? first : spare_get(ps);
+        first = NULL;
+        d->chunk = tmpl->chunk;
+        d->page_idx = idx;
+        d->start = tmpl->chunk->base + ((size_t)idx << PAGE_SHIFT);
+        d->npages = 1u << o;
+        d->flags = tmpl->flags & SPAN_ZEROED;
+        push_head(ps, d, o);
+        if (o > top) top = o;
+        idx += 1u << o;
+    }
+    return top;
+}
+
+/* Descriptors a cut of [idx, idx+n) into aligned blocks needs. */
+static long pieces(uint32_t idx, uint32_t n) {
+    long k = 0;
+    for (uint32_t end = idx + n; idx < end; k++) {
+        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : PCP_MAX_ORDER;
+        if (o > PCP_MAX_ORDER) o = PCP_MAX_ORDER;
+        while ((1u << o) > end - idx) o--;
+        idx += 1u << o;
+    }
+    return k;
+}
+
+/* The free side of the tuning rules, after blocks of up to order o went on
+ * the lists (free_frozen_page_commit). */
+static void after_free(struct pageset *ps, unsigned o) {
     ps->alloc_factor >>= 1;
     bool free_high = false;
     if (o >= 1 && o <= PCP_MAX_ORDER) {
@@ -339,29 +399,61 @@ static void free_on(struct pageset *ps, struct span *s, unsigned o) {
     drain(ps, nr_free(ps, high, free_high));
 }
 
-static struct span *pcp_alloc(unsigned o) {
-    struct pageset *ps = this_pageset();
-    if (!ps || !lock_try(&ps->lock)) {
-        if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
-        return zone_alloc_pages((size_t)1 << o, 1);
+static void free_on(struct pageset *ps, struct span *s, unsigned o) {
+    push_head(ps, s, o);
+    after_free(ps, o);
+}
+
+/* Free any span of up to 8 pages: cut into aligned blocks.  False when the
+ * descriptors for the cut are not to be had (the caller uses the zone). */
+static bool free_span_on(struct pageset *ps, struct span *s) {
+    uint32_t n = s->npages;
+    if ((n & (n - 1)) == 0 && (s->page_idx & (n - 1)) == 0) {
+        free_on(ps, s, (unsigned)__builtin_ctz(n));
+        return true;
     }
-    uint64_t refills = ps->refills;
+    if (!spare_ensure(ps, pieces(s->page_idx, n) - 1)) return false;
+    after_free(ps, push_range(ps, s, s->page_idx, n, s));
+    return true;
+}
+
+/* An exact span of npages <= 8 pages: the block of the next order, its tail
+ * given back to the lists. */
+static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
+    unsigned o = npages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(npages - 1));
+    if ((1u << o) != npages && !spare_ensure(ps, 2)) return NULL;
     struct span *s = alloc_on(ps, o);
-    bool refilled = ps->refills != refills;
-    lock_release(&ps->lock);
-    if (refilled && autotune()) decay_due(os_now_ms());
+    if (s && npages < s->npages) {
+        push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);
+        s->npages = (uint32_t)npages;
+    }
     return s;
 }
 
-static void pcp_free(struct span *s, unsigned o) {
+static struct span *pcp_alloc(size_t npages) {
+    struct pageset *ps = this_pageset();
+    if (!ps || !lock_try(&ps->lock)) {
+        if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
+        return zone_alloc_pages(npages, 1);
+    }
+    uint64_t refills = ps->refills;
+    struct span *s = alloc_span_on(ps, npages);
+    bool refilled = ps->refills != refills;
+    lock_release(&ps->lock);
+    if (refilled && autotune()) decay_due(os_now_ms());
+    return s ? s : zone_alloc_pages(npages, 1);
+}
+
+static void pcp_free(struct span *s) {
     struct pageset *ps = this_pageset();
     if (!ps || !lock_try(&ps->lock)) {
         if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
         zone_free_span(s);
         return;
     }
-    free_on(ps, s, o);
+    bool done = free_span_on(ps, s);
     lock_release(&ps->lock);
+    if (!done) zone_free_span(s);
 }
 
 /* ---- whole chunks ---- */
@@ -404,20 +496,16 @@ static void chunk_free(struct span *s) {
 
 /* A span of exactly npages pages aligned to align_pages (a power of two). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
-    if ((npages & (npages - 1)) == 0 && align_pages <= npages) {
-        if (npages <= (1u << PCP_MAX_ORDER)) return pcp_alloc((unsigned)__builtin_ctzll(npages));
-        if (npages == CHUNK_PAGES) return chunk_alloc();
-    }
+    if (npages >= 1 && npages <= (1u << PCP_MAX_ORDER) && align_pages <= npages) return pcp_alloc(npages);
+    if (npages == CHUNK_PAGES && align_pages <= npages) return chunk_alloc();
     return zone_alloc_pages(npages, align_pages);
 }
 
 void page_free(struct span *s) {
     size_t n = s->npages;
     s->flags &= SPAN_ZEROED;
-    if ((n & (n - 1)) == 0 && (s->page_idx & (n - 1)) == 0) {
-        if (n <= (1u << PCP_MAX_ORDER)) return pcp_free(s, (unsigned)__builtin_ctzll(n));
-        if (n == CHUNK_PAGES) return chunk_free(s);
-    }
+    if (n <= (1u << PCP_MAX_ORDER)) return pcp_free(s);
+    if (n == CHUNK_PAGES && s->page_idx == 0) return chunk_free(s);
     zone_free_span(s);
 }
 
@@ -454,10 +542,12 @@ struct span *pageset_alloc_on(int i, unsigned o) {
 }
 void pageset_free_on(int i, struct span *s, unsigned o) {
     struct pageset *ps = &pagesets[i];
+    (void)o;
     lock_acquire(&ps->lock);
     s->flags &= SPAN_ZEROED;
-    free_on(ps, s, o);
+    bool done = free_span_on(ps, s);
     lock_release(&ps->lock);
+    if (!done) zone_free_span(s);
 }
 void pageset_decay_on(int i) {
     struct pageset *ps = &pagesets[i];

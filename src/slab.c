@@ -201,6 +201,7 @@ static struct heap *heap_create(void) {
         h->bins[c].allocs = 0;
     }
     h->frees = 0;
+    h->large_allocs = h->large_bytes = h->large_frees = 0;
     h->empty = NULL;
     h->nr_empty = 0;
     h->live = true;
@@ -345,7 +346,10 @@ static void heap_abandon(struct heap *h) {
         h->bins[c].allocs = 0;
     }
     dead_counts.frees += h->frees;
-    h->frees = 0;
+    dead_counts.large_allocs += h->large_allocs;
+    dead_counts.large_bytes += h->large_bytes;
+    dead_counts.large_frees += h->large_frees;
+    h->frees = h->large_allocs = h->large_bytes = h->large_frees = 0;
     h->live = false;
     h->free_next = heaps_free;
     heaps_free = h;
@@ -402,6 +406,9 @@ void heap_counts(struct heap_counts *hc) {
             hc->small_bytes += a * classes[c].size;
         }
         hc->frees += __atomic_load_n(&h->frees, __ATOMIC_RELAXED);
+        hc->large_allocs += __atomic_load_n(&h->large_allocs, __ATOMIC_RELAXED);
+        hc->large_bytes += __atomic_load_n(&h->large_bytes, __ATOMIC_RELAXED);
+        hc->large_frees += __atomic_load_n(&h->large_frees, __ATOMIC_RELAXED);
     }
     hc->frees += atomic_load_explicit(&remote_frees_without_heap, memory_order_relaxed);
     lock_release(&heap_lock);

@@ -35,6 +35,7 @@ struct bin {
 struct heap {
     struct bin bins[NCLASSES];
     uint64_t frees;
+    uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
     struct span *empty; /* retired slabs kept for reuse */
     long nr_empty;
     struct heap *all_next, *free_next;

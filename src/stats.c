@@ -67,6 +67,9 @@ static void snap(struct snapshot *s) {
     G(large_allocs);
     G(large_bytes);
     G(large_frees);
+    s->large_allocs += s->hc.large_allocs;
+    s->large_bytes += s->hc.large_bytes;
+    s->large_frees += s->hc.large_frees;
     G(huge_allocs);
     G(huge_bytes);
     G(huge_frees);

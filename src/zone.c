@@ -238,11 +238,33 @@ struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
     return d;
 }
 
-/* Take up to n blocks of `order` in one lock hold, linked through ->next. */
-long zone_alloc_bulk(unsigned order, long n, struct span **list) {
+/* Move up to n descriptors from the pool to *stash (lock held). */
+static long descs_give(struct span **stash, long n) {
+    long got = 0;
+    while (got < n && desc_reserve(MAX_ORDER + 2)) {
+        struct span *d = desc_get();
+        d->next = *stash;
+        *stash = d;
+        got++;
+    }
+    return got;
+}
+
+long zone_take_descs(struct span **stash, long n) {
+    zone_lock();
+    long got = descs_give(stash, n);
+    zone_unlock();
+    return got;
+}
+
+/* Take up to n blocks of `order` in one lock hold, linked through ->next;
+ * also move `ndescs` spare descriptors to *stash in the same hold. */
+long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
+                     long *descs_got) {
     long got = 0;
     *list = NULL;
     zone_lock();
+    *descs_got = ndescs > 0 ? descs_give(stash, ndescs) : 0;
     while (got < n && desc_reserve(MAX_ORDER + 1)) {
         struct span *d = block_take(order);
         if (!d) break;
