@@ -172,6 +172,7 @@ static inline void span_set_kind(struct span *s, unsigned k) {
  * the head page only; everything else NULL). */
 struct chunk {
     char *base;
+    uint8_t type; /* zone: which sizes it was split for (zone.c) */
     _Atomic(struct span *) span_of[CHUNK_PAGES];
 };
 

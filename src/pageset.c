@@ -12,7 +12,8 @@
  *  - high_min <= high <= high_max after every operation; in manual mode
  *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
  *  - a free that finds count >= high drains the oldest blocks to the zone,
- *    in batch-sized zone-lock holds;
+ *    in batch-sized zone-lock holds, and so does an allocation whose carved
+ *    tail brings count to high;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them;
  *  - a span of up to 8 pages that is not a power of two is carved exactly
@@ -22,8 +23,10 @@
  *    during refills (in the zone-lock hold the refill takes anyway).
  *
  * What the kernel's quantities mean here:
- *  - the zone size is the pages of all chunks the zone has reserved so far:
- *    high_max = zone pages / 8 / CPUs, so a small heap keeps small caches;
+ *  - the zone size is one arena (FOLIO_ARENA_MIB, 256 MiB), constant like
+ *    the kernel's: high_max = zone pages / 8 / CPUs (16 MiB per CPU on 2
+ *    CPUs), reached only by a workload that keeps missing, and decayed back
+ *    to high_min within seconds once it stops;
  *  - the low watermark share (high_min) is 4 x batch, the fixed high;
  *  - memory pressure (ZONE_BELOW_HIGH) is a cgroup v2 memory.max being
  *    approached (within 1/8), or folio's resident estimate above 7/8 of
@@ -269,7 +272,12 @@ static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
 /* nr_pcp_free: how many pages an overflowing free drains. */
 static long nr_free(struct pageset *ps, long high, bool free_high) {
     long batch = ps->batch;
-    if (free_high) return ps->count < (batch << PCP_BATCH_SCALE_MAX) ? ps->count : batch << PCP_BATCH_SCALE_MAX;
+    if (free_high) {
+        /* with a large LLC share, keep one batch cache-hot for the next
+         * hand-off (PCPF_FREE_HIGH_BATCH) */
+        long n = ps->count - ((ps->flags & PCPF_FREE_HIGH_BATCH) ? batch : 0);
+        return n < (batch << PCP_BATCH_SCALE_MAX) ? n : batch << PCP_BATCH_SCALE_MAX;
+    }
     if (high < batch) return 1;
     long n = ps->free_count, hi = high - batch;
     if (n > hi) n = hi;
@@ -426,6 +434,8 @@ static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
     if (s && npages < s->npages) {
         push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);
         s->npages = (uint32_t)npages;
+        /* tails pile up on a CPU that only allocates: keep count under high */
+        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch);
     }
     return s;
 }

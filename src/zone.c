@@ -6,7 +6,7 @@
  *
  * Invariants, all under zone.lock:
  *  - a free block of order k starts at a page index that is a multiple of
- *    2^k in its chunk; it is on free_head[k] and chunk->span_of[head] points
+ *    2^k in its chunk; it is on free_head[type][k] and chunk->span_of[head] points
  *    to its descriptor (kind SPAN_ZONE_FREE); its other span_of entries are
  *    NULL;
  *  - two free buddies of the same order are never both on the lists: they
@@ -14,6 +14,13 @@
  *  - a free block without SPAN_ZEROED (dirty) of order >= purge_min_order is
  *    on the dirty list, in roughly the order it was freed; the purger
  *    madvises it once it has been free for purge_delay_ms.
+ *  - grouping by size (the kernel's pageblock mobility grouping, at chunk
+ *    granularity): a chunk split for orders <= PCP_MAX_ORDER (slabs, page
+ *    caches) is a SMALL chunk, one split for larger spans a LARGE chunk;
+ *    blocks are taken from chunks of their own type first, a whole free chunk
+ *    next, and from the other type only when the arena cannot grow.  Small
+ *    blocks held by pagesets and slabs then pin few chunks, and large spans
+ *    still find room.  Whole free chunks are on free_head[0][MAX_ORDER].
  * Arena memory is never unmapped: the hot paths make no mmap/munmap. */
 #include <string.h>
 
@@ -23,7 +30,7 @@
 
 static struct zone {
     lock_t lock;
-    struct span *free_head[MAX_ORDER + 1];
+    struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
     char *arena_cur, *arena_end;
     struct span *desc_pool;
@@ -71,8 +78,14 @@ static void desc_put(struct span *d) {
 }
 
 /* ---- lists ---- */
+enum { CHUNK_SMALL = 0, CHUNK_LARGE = 1 };
+
+static struct span **list_head(struct span *d) {
+    return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : d->chunk->type][d->order];
+}
+
 static void list_add(struct span *d) {
-    struct span **h = &zone.free_head[d->order];
+    struct span **h = list_head(d);
     d->prev = NULL;
     d->next = *h;
     if (*h) (*h)->prev = d;
@@ -80,7 +93,7 @@ static void list_add(struct span *d) {
 }
 static void list_del(struct span *d) {
     if (d->prev) d->prev->next = d->next;
-    else zone.free_head[d->order] = d->next;
+    else *list_head(d) = d->next;
     if (d->next) d->next->prev = d->prev;
 }
 static void dirty_add(struct span *d) {
@@ -181,13 +194,22 @@ static bool chunk_grow(void) {
 /* Take a block of exactly `order`, splitting a larger one; lock held and
  * MAX_ORDER descriptors reserved. */
 static struct span *block_take(unsigned order) {
-    unsigned k = order;
-    while (k <= MAX_ORDER && !zone.free_head[k]) k++;
-    if (k > MAX_ORDER) {
-        if (!chunk_grow()) return NULL;
-        k = MAX_ORDER;
+    unsigned type = order <= PCP_MAX_ORDER ? CHUNK_SMALL : CHUNK_LARGE, k = order;
+    struct span *d = NULL;
+    for (; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
     }
-    struct span *d = zone.free_head[k];
+    if (!d) {
+        k = MAX_ORDER;
+        d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+        if (!d && chunk_grow()) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+        if (d) {
+            d->chunk->type = (uint8_t)type; /* a whole free chunk takes the type of its first use */
+        } else {
+            for (k = order; k < MAX_ORDER && !(d = zone.free_head[!type][k]); k++) {
+            }
+            if (!d) return NULL;
+        }
+    }
     list_del(d);
     dirty_del(d);
     set_head(d->chunk, d->page_idx, NULL);
@@ -303,9 +325,12 @@ void zone_free_bulk(struct span *list) {
     purge_tick();
 }
 
-size_t zone_managed_pages(void) {
-    return (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
-}
+/* The kernel sizes pagesets from the zone's managed pages, a constant.
+ * folio's zone grows, and pagesets sized from what it has reserved would
+ * feed that growth (bigger caches scatter more held blocks over more
+ * chunks, which makes the zone reserve more); its size is therefore one
+ * arena, FOLIO_ARENA_MIB, the memory it can hand out without a new mmap. */
+size_t zone_managed_pages(void) { return ((size_t)opt.arena_mib << 20) >> PAGE_SHIFT; }
 
 /* Resident memory folio holds, estimated without a syscall: the zone's
  * chunks minus free pages known to be zero (never touched or purged). */
@@ -412,7 +437,8 @@ size_t zone_check(void) {
     size_t bad = 0, pages = 0, dirty = 0;
     zone_lock();
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
-        for (struct span *d = zone.free_head[k]; d; d = d->next) {
+        for (unsigned t = 0; t < 2; t++)
+        for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
             pages += d->npages;
             bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
             bad += (d->page_idx & ((1u << k) - 1)) != 0;
