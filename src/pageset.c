@@ -23,10 +23,11 @@
  *    during refills (in the zone-lock hold the refill takes anyway).
  *
  * What the kernel's quantities mean here:
- *  - the zone size is one arena (FOLIO_ARENA_MIB, 256 MiB), constant like
- *    the kernel's: high_max = zone pages / 8 / CPUs (16 MiB per CPU on 2
- *    CPUs), reached only by a workload that keeps missing, and decayed back
- *    to high_min within seconds once it stops;
+ *  - the zone size is the chunks the zone has put in use, capped at one
+ *    arena (FOLIO_ARENA_MIB): high_max = zone pages / 8 / CPUs (at most 16
+ *    MiB per CPU on 2 CPUs), so caches scale with the heap; reached only by
+ *    a workload that keeps missing, and decayed back to high_min within
+ *    seconds once it stops;
  *  - the low watermark share (high_min) is 4 x batch, the fixed high;
  *  - memory pressure (ZONE_BELOW_HIGH) is a cgroup v2 memory.max being
  *    approached (within 1/8), or folio's resident estimate above 7/8 of

@@ -325,12 +325,17 @@ void zone_free_bulk(struct span *list) {
     purge_tick();
 }
 
-/* The kernel sizes pagesets from the zone's managed pages, a constant.
- * folio's zone grows, and pagesets sized from what it has reserved would
- * feed that growth (bigger caches scatter more held blocks over more
- * chunks, which makes the zone reserve more); its size is therefore one
- * arena, FOLIO_ARENA_MIB, the memory it can hand out without a new mmap. */
-size_t zone_managed_pages(void) { return ((size_t)opt.arena_mib << 20) >> PAGE_SHIFT; }
+/* The kernel sizes pagesets from the zone's managed pages.  folio's zone
+ * is the chunks it has put in use so far, so the caches scale with the
+ * heap (a small program keeps small caches), capped at one arena
+ * (FOLIO_ARENA_MIB).  The growth this could feed (caches pin chunks, the
+ * zone adds chunks, the caches grow) is bounded by 1/8 per CPU and damped
+ * by the grouping of chunks by size. */
+size_t zone_managed_pages(void) {
+    size_t pages = (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
+    size_t arena = ((size_t)opt.arena_mib << 20) >> PAGE_SHIFT;
+    return pages < arena ? pages : arena;
+}
 
 /* Resident memory folio holds, estimated without a syscall: the zone's
  * chunks minus free pages known to be zero (never touched or purged). */
