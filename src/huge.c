@@ -113,7 +113,10 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     h->size = size;
     h->state = HUGE_USED;
     h->next = h->prev = NULL;
-    if (zero && !h->zeroed) folio_clear(h->base, size);
+    if (zero) { /* hot or cold from how long ago the cached extent was freed */
+        if (h->zeroed) clear_zero_skipped(size);
+        else folio_clear_hint(h->base, size, FOLIO_CLEAR_TOUCH | clear_age_hint(h->freed_at));
+    }
     h->zeroed = false;
     atomic_fetch_add_explicit(&gcount.huge_allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&gcount.huge_bytes, n, memory_order_relaxed);

@@ -52,6 +52,9 @@ void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes);
 int os_write_file(const char *path, const char *buf, size_t len);
 int os_getpid(void);
 void os_sleep_ms(unsigned ms);
+uint64_t os_now_ns(void);          /* CLOCK_MONOTONIC */
+size_t os_cache_size(int level);   /* data/unified cache of that level (1..3) of CPU 0, 0 if unknown */
+int os_cpu_allowance(void);        /* CPUs this process may run on (affinity mask), at least 1 */
 size_t os_read_file(const char *path, char *buf, size_t len); /* NUL-terminated; 0 on error */
 size_t os_llc_bytes(void);                                    /* last-level cache size, 0 if unknown */
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
@@ -103,7 +106,14 @@ static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memor
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
       "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
     X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
-      "empty slabs a thread keeps for reuse before returning them to the page heap")
+      "empty slabs a thread keeps for reuse before returning them to the page heap")          \
+    X(clear, "FOLIO_CLEAR", 0,                                                                 \
+      "clearing strategy: auto (0: measured per size and cache state), loop, stosb, nt, "     \
+      "hybrid, pages, memset (a name or its folio_clear_strategy number)")                     \
+    X(clear_threads, "FOLIO_CLEAR_THREADS", 0,                                                 \
+      "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
+      "1 = never split, N = at most N")                                                        \
+    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB")
 
 struct folio_options {
 #define X(name, env, def, doc) long name;
@@ -307,6 +317,35 @@ struct global_counts {
     _Atomic uint64_t frees_without_heap;
 };
 extern struct global_counts gcount;
+
+/* ---------------------------------------------------------------- clear */
+/* The clearing engine (clear.c): folio_clear_hint is the one path every
+ * zeroing of recycled memory takes; memory known to be zero is skipped by the
+ * caller and counted with clear_zero_skipped. */
+struct clear_stats {
+    uint64_t loop, stosb, nt, hybrid, other; /* bytes cleared by each kind of strategy */
+    uint64_t zero_skipped;                   /* bytes known zero, not cleared */
+    uint64_t mt_clears, mt_bytes;            /* clears split across threads */
+    uint64_t hot_nt_from, cold_nt_from;      /* sizes from which non-temporal stores are used */
+    uint64_t calibration_us;                 /* 0: not calibrated (yet) */
+};
+void clear_stats(struct clear_stats *st);
+void clear_json(void (*put)(void *ctx, const char *s), void *ctx); /* the "clear" object */
+void clear_zero_skipped(size_t n);
+unsigned clear_age_hint(uint64_t freed_at_ms); /* FOLIO_CLEAR_HOT or _COLD from the free time */
+/* clear_kernels.c: CPU detection and the kernels (each clears exactly [p, p+n)) */
+typedef void (*clear_kernel_fn)(char *p, size_t n);
+struct clear_cpu {
+    bool erms, avx2, avx512;
+    int loop_impl, nt_impl;  /* the widest FOLIO_CLEAR_LOOP_* / FOLIO_CLEAR_NT_* */
+    size_t l1, l2, l3, head; /* cache sizes; head: what a TOUCH clear leaves cached (L2/8) */
+};
+extern struct clear_cpu clear_cpu;
+enum { CLEAR_K_LOOP, CLEAR_K_STOSB, CLEAR_K_NT, CLEAR_K_HYBRID, CLEAR_K_OTHER, CLEAR_NKINDS };
+void clear_detect_cpu(void);
+clear_kernel_fn clear_kernel(int strategy); /* NULL: not on this CPU, or AUTO/HYBRID */
+void clear_small(char *p, size_t n);        /* n < 128 */
+int clear_kind(int strategy);               /* CLEAR_K_*: which counter its bytes go to */
 
 void folio_init(void);
 extern _Atomic int folio_ready;

@@ -83,13 +83,8 @@ int os_cpu(void) {
 
 /* Parse /sys/devices/system/cpu/possible ("0-7" or "0,2-3"); no malloc. */
 int os_cpu_count(void) {
-    int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 64;
     char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 64;
-    buf[n] = 0;
+    if (!os_read_file("/sys/devices/system/cpu/possible", buf, sizeof buf)) return 64;
     int max = 0, v = 0;
     bool in = false;
     for (char *s = buf; *s; s++) {
@@ -170,13 +165,8 @@ uint64_t os_random_seed(void) {
 }
 
 size_t os_rss_bytes(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    if (!os_read_file("/proc/self/statm", buf, sizeof buf)) return 0;
     char *s = buf;
     while (*s && *s != ' ') s++; /* skip size */
     return (size_t)strtoull(s, NULL, 10) * PAGE_SIZE;
@@ -185,13 +175,8 @@ size_t os_rss_bytes(void) {
 /* Peak RSS of this process image: VmHWM (ru_maxrss would carry the peak
  * of whatever exec'd us). */
 static uint64_t peak_rss(void) {
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    if (!os_read_file("/proc/self/status", buf, sizeof buf)) return 0;
     char *s = strstr(buf, "VmHWM:");
     return s ? (uint64_t)strtoull(s + 6, NULL, 10) * 1024u : 0;
 }
@@ -261,4 +246,41 @@ size_t os_llc_bytes(void) {
         if (v > best) best = v;
     }
     return best;
+}
+
+uint64_t os_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* From /sys/devices/system/cpu/cpu0/cache/index*: "level", "type" (Data,
+ * Instruction, Unified) and "size" ("48K", "2048K", "1M"). */
+size_t os_cache_size(int level) {
+    char path[80] = "/sys/devices/system/cpu/cpu0/cache/index0/", buf[64];
+    size_t dir = strlen(path);
+    for (char i = '0'; i <= '9'; i++) {
+        path[dir - 2] = i;
+        strcpy(path + dir, "level");
+        if (!os_read_file(path, buf, sizeof buf)) break;
+        if (atoi(buf) != level) continue;
+        strcpy(path + dir, "type");
+        if (!os_read_file(path, buf, sizeof buf) || buf[0] == 'I') continue;
+        strcpy(path + dir, "size");
+        if (!os_read_file(path, buf, sizeof buf)) continue;
+        char *end;
+        size_t v = (size_t)strtoull(buf, &end, 10);
+        if (*end == 'K') v <<= 10;
+        else if (*end == 'M') v <<= 20;
+        else if (*end == 'G') v <<= 30;
+        return v;
+    }
+    return 0;
+}
+
+int os_cpu_allowance(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
 }

@@ -54,7 +54,10 @@ void *large_alloc(size_t n, size_t align, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    if (zero && !(s->flags & SPAN_ZEROED)) folio_clear(s->start, n);
+    if (zero) { /* calloc: the caller uses the block next; a recycled block is taken as hot */
+        if (s->flags & SPAN_ZEROED) clear_zero_skipped(n);
+        else folio_clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
+    }
     s->flags = 0;
     span_set_kind(s, SPAN_LARGE);
     span_map_pages(s, s, s->page_idx, 1);

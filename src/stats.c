@@ -40,6 +40,7 @@ static void sb_i64(struct sb *b, long v) {
         sb_u64(b, (uint64_t)v);
     }
 }
+static void sb_put_cb(void *b, const char *s) { sb_put(b, s); }
 static void kv(struct sb *b, const char *k, uint64_t v) {
     sb_put(b, "\"");
     sb_put(b, k);
@@ -121,6 +122,17 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
     kv(&b, "peak_rss_bytes", s.maxrss);
     kv(&b, "minor_faults", s.minflt);
     kv(&b, "major_faults", s.majflt);
+    struct clear_stats cs; /* the clearing engine */
+    clear_stats(&cs);
+    kv(&b, "cleared_bytes_loop", cs.loop);
+    kv(&b, "cleared_bytes_stosb", cs.stosb);
+    kv(&b, "cleared_bytes_nt", cs.nt);
+    kv(&b, "cleared_bytes_hybrid", cs.hybrid);
+    kv(&b, "cleared_bytes_other", cs.other);
+    kv(&b, "zero_skipped_bytes", cs.zero_skipped);
+    sb_put(&b, "\"clear\": ");
+    clear_json(sb_put_cb, &b);
+    sb_put(&b, ",\n");
     sb_put(&b, "\"pagesets\": [");
     for (int i = 0; i < pageset_count(); i++) {
         struct pageset_stats p;
@@ -224,6 +236,13 @@ __attribute__((visibility("default"))) void folio_report_print(int fd) {
     line(&b, "  mapped (peak)     ", s.peak_mapped, " bytes");
     line(&b, "  resident (peak)   ", s.maxrss, " bytes");
     line(&b, "  minor faults      ", s.minflt, "");
+    struct clear_stats cs;
+    clear_stats(&cs);
+    line(&b, "  cleared           ", cs.loop + cs.stosb + cs.nt + cs.hybrid + cs.other, " bytes");
+    line(&b, "    non-temporal    ", cs.nt + cs.hybrid, " bytes");
+    line(&b, "    known zero      ", cs.zero_skipped, " bytes (not cleared)");
+    line(&b, "    nt from (hot)   ", cs.hot_nt_from, " bytes (0: never)");
+    line(&b, "    nt from (cold)  ", cs.cold_nt_from, " bytes");
     size_t n = b.len < sizeof text ? b.len : sizeof text - 1;
     text[n] = 0;
     os_write_fd(fd, text);
