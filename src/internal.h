@@ -92,8 +92,8 @@ static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memor
     X(purge_thread, "FOLIO_PURGE_THREAD", 1,                                                   \
       "1: a background thread purges expired free memory when enough is waiting; 0: purge "  \
       "only from allocation slow paths")                                                       \
-    X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 4,                                             \
-      "smallest free block purged, as a page order (4 = 64 KiB); whole 2 MiB chunks first")   \
+    X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 3,                                             \
+      "smallest free block purged, as a page order (3 = 32 KiB); whole 2 MiB chunks first")   \
     X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
@@ -233,7 +233,9 @@ size_t zone_managed_pages(void);
 size_t zone_resident_estimate(void);
 bool zone_resize(struct span *s, size_t npages);
 void zone_free_bulk(struct span *list);
-size_t zone_purge(bool all);
+/* Purge dirty free blocks free for the delay (all: every one now), at most
+ * `budget` bytes (0: no bound). */
+size_t zone_purge(bool all, size_t budget);
 size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);

@@ -283,7 +283,7 @@ EXPORT int API(malloc_trim)(size_t pad) {
     heap_trim_current();
     slab_reclaim_abandoned();
     pageset_drain_all();
-    size_t released = zone_purge(true) + huge_purge(true);
+    size_t released = zone_purge(true, 0) + huge_purge(true);
     return released > 0;
 }
 

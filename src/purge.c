@@ -25,10 +25,12 @@ static uint64_t tick_interval(void) {
 /* One purger at a time: the work frees pages, which may tick again. */
 static _Atomic int purging;
 
-static void purge_now(void) {
+/* budget: bytes a caller on an allocation path may spend (0: the purger
+ * thread, no bound) */
+static void purge_now(size_t budget) {
     if (atomic_exchange_explicit(&purging, 1, memory_order_acquire)) return;
     pageset_decay_tick();
-    zone_purge(false);
+    zone_purge(false, budget);
     huge_purge(false);
     slab_reclaim_abandoned();
     atomic_store_explicit(&purging, 0, memory_order_release);
@@ -41,14 +43,14 @@ void purge_tick(void) {
     if (!atomic_compare_exchange_strong_explicit(&next_purge_ms, &due, now + tick_interval(),
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
-    purge_now();
+    purge_now((size_t)64 << 20);
 }
 
 static void *purge_main(void *arg) {
     (void)arg;
     for (;;) {
         os_sleep_ms((unsigned)tick_interval());
-        purge_now();
+        purge_now(0);
     }
     return NULL;
 }

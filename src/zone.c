@@ -391,15 +391,16 @@ bool zone_resize(struct span *s, size_t npages) {
 
 /* Purge dirty free blocks that have been free for the delay (all: every
  * dirty block now).  The madvise runs outside the zone lock: the block is
- * marked SPAN_PURGING (off the lists, not mergeable) meanwhile.  Bounded to
- * 64 MiB per call unless `all`, so no caller stalls long. */
-size_t zone_purge(bool all) {
+ * marked SPAN_PURGING (off the lists, not mergeable) meanwhile.  Callers on
+ * allocation paths pass a budget so that they do not stall long; the
+ * background purger passes none. */
+size_t zone_purge(bool all, size_t budget) {
     uint64_t now = os_now_ms();
     size_t done = 0;
     zone_lock();
     for (;;) {
         struct span *d = zone.dirty_head;
-        if (!d || (!all && (d->freed_at + (uint64_t)opt.purge_delay_ms > now || done >= (64u << 20))))
+        if (!d || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) || (budget && done >= budget))
             break;
         list_del(d);
         dirty_del(d);

@@ -72,7 +72,7 @@ int main(void) {
            (unsigned long long)(before.free_pages + (after.chunks - before.chunks) * CHUNK_PAGES));
 
     /* purge: everything dirty goes, and comes back zeroed */
-    zone_purge(true);
+    zone_purge(true, 0);
     EXPECT(zone_check() == 0, "zone inconsistent after purge");
     zone_stats(&after);
     EXPECT(after.dirty_pages == 0, "dirty pages left after a full purge");
