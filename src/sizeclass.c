@@ -1,16 +1,12 @@
 /* sizeclass: the small-object size classes.
  *
  * Classes are 16 bytes apart up to 128, then eight per power of two, so a
- * request wastes at most 15 bytes or 1/8 of its class.  A class's slab is
- * 8 pages (order 3, the largest order the per-CPU pagesets cache) when that
- * holds at least 2 objects and leaves at most 1/8 unused; otherwise the
- * smallest power-of-two run of pages that holds 8 objects with at most 1/8
- * unused.  So slab churn of most classes goes through the pagesets.
+ * request wastes at most 15 bytes or 1/8 of its class.  A class's slab is the
+ * smallest power-of-two run of pages (at least 4) that holds 8 objects and
+ * leaves at most 1/8 of itself unused at the end.
  * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
  * multiple of 16; class_of_small agrees with size_class for n <= 1024. */
 #include "internal.h"
-
-#define PCP_SLAB_PAGES (1u << PCP_MAX_ORDER)
 
 struct class_info classes[NCLASSES];
 uint8_t class_of_small[65];
@@ -34,8 +30,7 @@ void classes_init(void) {
         for (;;) {
             size_t bytes = (size_t)pages << PAGE_SHIFT;
             size_t cap = bytes / size;
-            size_t min_cap = pages == PCP_SLAB_PAGES ? 2 : 8;
-            if (cap >= min_cap && (bytes - cap * size) * 8 <= bytes) break;
+            if (cap >= 8 && (bytes - cap * size) * 8 <= bytes) break;
             pages *= 2;
         }
         classes[c].size = size;

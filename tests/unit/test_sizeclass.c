@@ -33,8 +33,7 @@ int main(void) {
         const struct class_info *ci = &classes[c];
         size_t bytes = (size_t)ci->pages << PAGE_SHIFT;
         EXPECT((ci->pages & (ci->pages - 1)) == 0, "class %u slab pages %u", c, ci->pages);
-        EXPECT(ci->capacity >= 8 || (ci->pages == 8 && ci->capacity >= 2), "class %u capacity %u in %u pages", c,
-               ci->capacity, ci->pages);
+        EXPECT(ci->capacity >= 8, "class %u capacity %u", c, ci->capacity);
         EXPECT((bytes - (size_t)ci->capacity * ci->size) * 8 <= bytes, "class %u tail waste", c);
         for (uint64_t off = 0; off < bytes; off++) {
             int ok = ((off * ci->inv) >> 40) * ci->size == off;
