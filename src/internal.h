@@ -27,8 +27,8 @@
 #define PCP_MAX_ORDER 3                        /* pagesets cache orders 0..3 and chunks */
 
 #define MIN_ALIGN 16
-#define SMALL_MAX 16384        /* largest size served from slabs */
-#define NCLASSES 64            /* size classes 16 .. 16384 */
+#define SMALL_MAX 32768        /* largest size served from slabs */
+#define NCLASSES 72            /* size classes 16 .. 32768 */
 #define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
 
 /* ---------------------------------------------------------------- os */

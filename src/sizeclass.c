@@ -2,7 +2,7 @@
  *
  * Classes are 16 bytes apart up to 128, then eight per power of two, so a
  * request wastes at most 15 bytes or 1/8 of its class.  A class's slab is the
- * smallest power-of-two run of pages (at least 4) that holds 8 objects and
+ * smallest power-of-two run of pages (at least 8) that holds 8 objects and
  * leaves at most 1/8 of itself unused at the end.
  * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
  * multiple of 16; class_of_small agrees with size_class for n <= 1024. */
