@@ -145,30 +145,32 @@ struct chunk;
  * block, a slab or a large block.  Descriptors are type-stable (never
  * returned to the OS) so that lockless readers never see foreign memory. */
 struct span {
-    /* owner's line: touched by the owning thread's malloc/free */
-    void *free;       /* slab: free objects (owner only) */
-    uint32_t used;    /* slab: objects out of the owner's free list and bump area */
+    /* first line: everything free() and malloc()'s fast paths read */
+    void *free;         /* slab: free objects (owner only) */
+    uint32_t used;      /* slab: objects out of the owner's free list and bump area */
     uint32_t slow_used; /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
-    uint64_t obj_inv; /* slab: ceil(2^40 / obj_size) for the offset check */
-    uint8_t kind;
-    uint8_t order;    /* free block: buddy order */
-    uint8_t cls;      /* slab: size class */
-    uint8_t flags;
     uint32_t npages;
+    uint64_t obj_inv;   /* slab: ceil(2^40 / obj_size) for the offset check */
+    uint8_t kind;
+    uint8_t order;      /* free block: buddy order */
+    uint8_t cls;        /* slab: size class */
+    uint8_t flags;
+    uint32_t capacity;
     char *start;
-    char *bump;       /* slab: first never-used object */
-    char *bump_end;   /* slab: end of the object area */
+    char *bump;         /* slab: first never-used object */
     _Atomic(struct heap *) owner;
-    struct span *next, *prev;
-    /* shared line: remote frees and the zone's bookkeeping */
+    /* second line: remote frees (other threads write it) */
     _Atomic uintptr_t thread_free __attribute__((aligned(CACHELINE)));
+    /* third line: slow paths and the zone's bookkeeping */
+    char *bump_end __attribute__((aligned(CACHELINE))); /* slab: end of the object area */
+    struct span *next, *prev;
     struct chunk *chunk;
     uint32_t page_idx;
-    uint32_t capacity;
     struct span *dnext, *dprev; /* zone: dirty blocks in free order */
     uint64_t freed_at;
 };
+_Static_assert(__builtin_offsetof(struct span, owner) < CACHELINE, "free()'s fields share one line");
 
 /* kind is read without locks (free's lookup, buddy checks of neighbours);
  * every access goes through these relaxed atomics. */
