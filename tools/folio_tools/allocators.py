@@ -5,6 +5,13 @@ malloc (no preload); jemalloc, TCMalloc (gperftools, minimal) and mimalloc
 come from Debian's packages and are installed with apt-get when missing and we
 are root.  An allocator that cannot be had is skipped with the reason; it is
 never replaced by another.
+
+Variants: an allocator with extra environment variables, compared as an
+allocator of its own.  Built in: ``folio-fixed`` (pageset ``high`` fixed,
+``FOLIO_PCP_AUTOTUNE=0``) and ``folio-auto`` (auto-tuned, ``FOLIO_PCP_AUTOTUNE=1``).
+Any other is written ``NAME=BASE:VAR=VALUE[:VAR=VALUE...]`` in ``--allocators``,
+e.g. ``folio-nopurge=folio:FOLIO_PURGE_THREAD=0`` or ``je-bg=jemalloc:MALLOC_CONF=background_thread:true``
+(values cannot contain ``:`` or ``,``).
 """
 
 import glob
@@ -37,6 +44,46 @@ SPECS = {
 }
 DEFAULT = ["folio", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
 
+# name -> (base allocator, environment)
+VARIANTS = {
+    "folio-fixed": ("folio", {"FOLIO_PCP_AUTOTUNE": "0"}),
+    "folio-auto": ("folio", {"FOLIO_PCP_AUTOTUNE": "1"}),
+}
+
+
+def parse_names(text):
+    """Split an --allocators value into names, registering ``NAME=BASE:VAR=VAL...`` variants.
+
+    Returns the list of names; raises ValueError for a malformed variant."""
+    names = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if "=" in item.split(":", 1)[0]:
+            name, _, rest = item.partition("=")
+            base, *assigns = rest.split(":")
+            env = {}
+            for a in assigns:
+                k, sep, v = a.partition("=")
+                if not sep or not k:
+                    raise ValueError(f"bad variant {item!r}: expected NAME=BASE:VAR=VALUE[:VAR=VALUE...]")
+                env[k] = v
+            if not name or not base or name in SPECS:
+                raise ValueError(f"bad variant {item!r}: needs a new name and a base allocator")
+            VARIANTS[name] = (base, env)
+            item = name
+        names.append(item)
+    return names
+
+
+def base_of(name):
+    """The allocator a name loads: itself, or a variant's base."""
+    return VARIANTS[name][0] if name in VARIANTS else name
+
+
+def is_folio(name):
+    return base_of(name) == "folio"
+
 
 @dataclass
 class Allocator:
@@ -45,6 +92,11 @@ class Allocator:
     version: str
     marker: str
     env: dict = field(default_factory=dict)
+    base: str = None        # the allocator a variant is built on (its own name otherwise)
+
+    @property
+    def family(self):
+        return self.base or self.name
 
     def environment(self, base):
         """The environment of a run under this allocator (any inherited preload removed)."""
@@ -103,10 +155,11 @@ def resolve(names, install=True, build_folio=True, say=None):
     is a list of (name, reason)."""
     say = say or (lambda msg: print(msg, file=sys.stderr))
     found, skipped = {}, []
-    unknown = [n for n in names if n not in SPECS]
+    unknown = [n for n in names if base_of(n) not in SPECS]
     for n in unknown:
-        skipped.append((n, f"unknown allocator (known: {', '.join(SPECS)})"))
-    names = [n for n in names if n in SPECS]
+        skipped.append((n, f"unknown allocator (known: {', '.join(list(SPECS) + list(VARIANTS))})"))
+    requested = list(dict.fromkeys(n for n in names if base_of(n) in SPECS))
+    names = list(dict.fromkeys(base_of(n) for n in requested))
 
     missing = [n for n in names if SPECS[n].soname and _find(SPECS[n].soname) is None]
     if missing:
@@ -145,5 +198,22 @@ def resolve(names, install=True, build_folio=True, say=None):
             lib = _find(spec.soname)
             if lib:
                 found[n] = Allocator(n, lib, _pkg_version(spec.package), spec.marker)
-    ordered = [found[n] for n in names if n in found]
+    ordered = []
+    for n in requested:
+        b = base_of(n)
+        if b not in found:
+            if n != b:
+                skipped.append((n, f"variant of {b}, which is not available"))
+            continue
+        if n == b:
+            ordered.append(found[b])
+        else:
+            a = found[b]
+            ordered.append(Allocator(n, a.preload, a.version, a.marker,
+                                     dict(a.env, **VARIANTS[n][1]), base=b))
     return ordered, skipped
+
+
+def describe_env(alloc):
+    """The variant's environment as text ("" for a plain allocator)."""
+    return " ".join(f"{k}={v}" for k, v in alloc.env.items())

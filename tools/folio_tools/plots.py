@@ -1,7 +1,9 @@
 """PNG bar charts of ``folio bench`` ratios (matplotlib; installed with pip when missing).
 
 One chart per suite: for each workload, each allocator's cost relative to
-glibc (log scale, 1.0 marked), so bars below the line beat glibc.
+glibc (log scale, 1.0 marked), so bars below the line beat glibc.  And one
+overview (``overview.png``): for every workload of every suite, folio's cost
+relative to glibc and to the best other allocator, as horizontal bars.
 """
 
 import importlib
@@ -10,7 +12,7 @@ import subprocess
 import sys
 
 COLORS = {"folio": "#d62728", "glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmalloc": "#2ca02c",
-          "mimalloc": "#9467bd"}
+          "mimalloc": "#9467bd", "folio-auto": "#d62728", "folio-fixed": "#ff9896"}
 
 
 def _matplotlib():
@@ -77,4 +79,43 @@ def draw(tables, out):
         fig.savefig(os.path.join(out, name), dpi=110)
         plt.close(fig)
         result["files"][t.suite.name] = name
+    name = overview(plt, tables, out)
+    if name:
+        result["files"]["overview"] = name
     return result
+
+
+def overview(plt, tables, out, name="overview.png"):
+    """folio (each suite's focus allocator) against glibc and the best other, every workload."""
+    items = [(f"{t.suite.name}/{r.workload.name}"
+              + (f" [{t.focus}]" if getattr(t, "focus", "folio") != "folio" else ""),
+              r.folio_vs_glibc, r.folio_vs_best, r.best_other)
+             for t in tables for r in t.rows
+             if r.folio_vs_glibc is not None or r.folio_vs_best is not None]
+    if not items:
+        return None
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    fig, ax = plt.subplots(figsize=(9.0, 0.32 * len(items) + 1.6))
+    ys = list(range(len(items)))[::-1]
+    h = 0.38
+    ax.barh([y + h / 2 for y in ys], [i[1] or 0 for i in items], h, color="#7f7f7f",
+            label="folio / glibc", zorder=2)
+    ax.barh([y - h / 2 for y in ys], [i[2] or 0 for i in items], h, color="#d62728",
+            label="folio / best other allocator", zorder=2)
+    ax.axvline(1.0, color="black", linewidth=0.8, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{i[0]}  (best: {i[3]})" if i[3] else i[0] for i in items],
+                       fontsize="small")
+    ax.set_xlabel("folio's cost relative to the other (time, time per operation or memory; "
+                  "below 1 folio is better)", fontsize="small")
+    ax.set_title("folio against glibc and the best other allocator, per workload (medians)")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.grid(axis="x", which="major", alpha=0.4, zorder=0)
+    ax.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name

@@ -44,10 +44,11 @@ def _metric_label(m):
 
 def headline_rows(t):
     allocs = t.allocators
-    has_folio = "folio" in allocs
+    focus = getattr(t, "focus", "folio")
+    has_folio = focus in allocs
     header = ["workload", "metric"] + allocs
     if has_folio:
-        header += ["folio/glibc", "folio/best", "best other"]
+        header += [f"{focus}/glibc", f"{focus}/best", "best other"]
     else:
         header += ["best"]
     header += ["spread"]
@@ -67,9 +68,36 @@ def headline_rows(t):
     return header, rows
 
 
+def suite_reps(results, name):
+    meta = results["meta"]
+    return (meta.get("suite_reps") or {}).get(name) or meta["reps"]
+
+
 def _title(t, results):
-    reps = results["meta"]["reps"]
-    return f"{t.suite.name}: {t.suite.title} (medians of {reps} run{'s' if reps > 1 else ''})"
+    reps = suite_reps(results, t.suite.name)
+    return f"{t.suite.name}: {t.suite.title} (medians of {reps} run{'' if reps == 1 else 's'})"
+
+
+def _borrow_note(t):
+    notes = []
+    for r in t.rows:
+        if r.borrowed:
+            src = "; ".join(f"{a}: {v}" for a, v in r.borrowed.items())
+            notes.append(f"{r.workload.name}: some allocators' runs are another suite's runs of "
+                         f"the same workload in this invocation, interleaved with this row's "
+                         f"other allocators (not run twice): {src}.")
+    return notes
+
+
+def extra_tables(t, results):
+    """The suite's own tables (Suite.tables), as (title, header, rows, notes)."""
+    fn = getattr(t.suite, "tables", None)
+    if not fn:
+        return []
+    try:
+        return fn(t, results) or []
+    except Exception as e:     # a broken extra table must not lose the rest of the report
+        return [(f"{t.suite.name}: extra table failed", ["error"], [[repr(e)]], [])]
 
 
 def headline_text(results, tables):
@@ -78,6 +106,12 @@ def headline_text(results, tables):
         out.append(f"\n== {_title(t, results)} ==")
         header, rows = headline_rows(t)
         out.append(text_table(header, rows))
+        for note in _borrow_note(t):
+            out.append("note: " + note)
+        for title, header, rows, notes in extra_tables(t, results):
+            out.append(f"\n-- {title} --")
+            out.append(text_table(header, rows))
+            out.extend(notes)
     out.append("")
     out.append(RATIO_NOTE + " " + SPREAD_NOTE + " *: some runs failed; FAIL: all failed.")
     skipped = results["meta"].get("skipped") or []
@@ -121,16 +155,21 @@ def _counter_table(t):
     cols = [("allocs", "allocs", "count"), ("zone_lock_acquired", "zone lock", "count"),
             ("contention_pct", "contended", "pct"), ("pages_from_zone", "pages from zone", "count"),
             ("pages_to_zone", "pages to zone", "count"), ("pcp_refills", "pcp refills", "count"),
-            ("pcp_drains", "pcp drains", "count"), ("purges", "purges", "count"),
+            ("pcp_drains", "pcp drains", "count"), ("free_high_drains", "free_high", "count"),
+            ("pcp_decays", "decays", "count"), ("purges", "purges", "count"),
             ("purged_bytes", "purged", "bytes"), ("peak_mapped_bytes", "peak mapped", "bytes"),
-            ("peak_rss_bytes", "peak RSS", "bytes"), ("minor_faults", "minor faults", "count")]
-    present = [c for c in cols if any(c[0] in r.folio_counters for r in t.rows)]
-    if not present:
+            ("peak_rss_bytes", "peak RSS", "bytes"), ("minor_faults", "minor faults", "count"),
+            ("processes", "processes", "count")]
+    folios = [a for a in t.allocators if any(a in r.counters for r in t.rows)]
+    present = [c for c in cols if any(c[0] in fc for r in t.rows for fc in r.counters.values())]
+    if not present or not folios:
         return None
     rows = []
-    for r in t.rows:
-        fc = r.folio_counters
-        row = [r.workload.name]
+    for r, a in [(r, a) for r in t.rows for a in folios]:
+        fc = r.counters.get(a, {})
+        if not fc:
+            continue
+        row = [r.workload.name if len(folios) == 1 else f"{r.workload.name} ({a})"]
         for key, _, kind in present:
             v = fc.get(key)
             row.append("-" if v is None else f"{v:.2f} %" if kind == "pct"
@@ -140,12 +179,19 @@ def _counter_table(t):
     return ["workload"] + [c[1] for c in present], rows
 
 
+def _reps_text(meta):
+    reps = meta["reps"]
+    if isinstance(reps, dict):
+        return ", ".join(f"{v} ({k})" for k, v in reps.items())
+    return str(reps)
+
+
 def markdown_report(results, tables, plots):
     meta = results["meta"]
     mc = meta["machine"]
     L = ["# folio benchmark report", ""]
     L.append(f"- date: {meta['date']}; folio commit: `{meta['folio_commit']}`; "
-             f"mode: {'quick' if meta['quick'] else 'full'}; {meta['reps']} repetitions; "
+             f"mode: {'quick' if meta['quick'] else 'full'}; {_reps_text(meta)} repetitions; "
              f"{len(results['runs'])} runs in {meta.get('elapsed_s', 0):.0f} s"
              + (" (interrupted)" if meta.get("interrupted") else ""))
     L.append(f"- machine: {mc['cpu']}, {mc['cpus']} CPUs, Linux {mc['kernel']}, "
@@ -162,22 +208,35 @@ def markdown_report(results, tables, plots):
                     if shares[len(shares) // 2] > 0.1 else ""))
     L.append(f"- order: {meta['order']}; each run is a fresh process.")
     L.append("")
+    def loaded(a):
+        how = f"`LD_PRELOAD={a['preload']}`" if a["preload"] else "(no preload)"
+        env = " ".join(f"`{k}={v}`" for k, v in (a.get("env") or {}).items())
+        return how + (" " + env if env else "")
     L.append(md_table(["allocator", "loaded with", "version"],
-                      [[a["name"], f"`LD_PRELOAD={a['preload']}`" if a["preload"] else "(no preload)",
-                        a["version"]] for a in meta["allocators"]]))
+                      [[a["name"], loaded(a), a["version"]] for a in meta["allocators"]]))
     for s in meta.get("skipped") or []:
         L.append(f"\n**{s['name']} skipped**: {s['reason']}")
+    if meta.get("skipped_workloads"):
+        L.append(f"\nFull run only, not run with --quick: {', '.join(meta['skipped_workloads'])}.")
     L.append("")
     L.append(f"How to read: every number is the median over the successful runs. {RATIO_NOTE} "
              "`folio/best` compares folio with the best of the other allocators on that row. "
              f"{SPREAD_NOTE} `*`: some runs failed (listed at the end); `FAIL`: all "
              "failed. A run counts only if it exited 0 and its malloc came from the allocator "
              "meant to be loaded.")
+    ov = (plots or {}).get("files", {}).get("overview")
+    if ov:
+        L += ["", f"![folio against glibc and the best other allocator]({ov})"]
     for t in tables:
         L += ["", f"## {_title(t, results)}", "", t.suite.description, ""]
         header, rows = headline_rows(t)
         L.append(md_table(header, rows))
         L.append("")
+        for note in _borrow_note(t):
+            L += [f"Note: {note}", ""]
+        for title, eheader, erows, notes in extra_tables(t, results):
+            L += [f"### {title}", "", md_table(eheader, erows), ""]
+            L += [n + "  " for n in notes] + ([""] if notes else [])
         png = (plots or {}).get("files", {}).get(t.suite.name)
         if png:
             L += [f"![{t.suite.name}: cost relative to glibc]({png})", ""]
@@ -194,7 +253,8 @@ def markdown_report(results, tables, plots):
             L += [f"### {_metric_label(m)} ({better} is better)", "", md_table(header, rows), ""]
         ct = _counter_table(t)
         if ct:
-            L += ["### folio's counters (medians over folio's runs)", "", md_table(*ct), ""]
+            L += ["### folio's counters (medians over folio's runs; several processes: summed, "
+                  "peaks: the largest process)", "", md_table(*ct), ""]
         L += ["### Workloads", ""]
         L += [f"- **{r.workload.name}**: {r.workload.description}. "
               f"`{r.workload.shell(meta['quick'])}`" for r in t.rows]

@@ -106,6 +106,36 @@ def aggregate(reports):
     return total
 
 
+def derived(reports):
+    """Figures over several processes that a plain sum would hide:
+
+    processes, processes_allocating (allocs > 0), rss_bytes_max (the largest
+    final RSS of one process), and from the ``pagesets`` arrays the largest
+    ``high`` seen on any CPU of any process (pcp_high_highest), the largest at
+    exit (pcp_high_final_max), the bounds (pcp_high_min, pcp_high_max), and the
+    ``options`` of the first process that reported them."""
+    out = {"processes": len(reports),
+           "processes_allocating": sum(1 for r in reports
+                                       if _is_number(r.get("allocs")) and r["allocs"] > 0)}
+    rss = [r["rss_bytes"] for r in reports if _is_number(r.get("rss_bytes"))]
+    if rss:
+        out["rss_bytes_max"] = max(rss)
+    sets = [p for r in reports if isinstance(r.get("pagesets"), list)
+            for p in r["pagesets"] if isinstance(p, dict)]
+    for key, src, pick in (("pcp_high_highest", "high_highest", max),
+                           ("pcp_high_final_max", "high", max),
+                           ("pcp_high_min", "high_min", min), ("pcp_high_max", "high_max", max)):
+        vals = [p[src] for p in sets if _is_number(p.get(src))]
+        if vals:
+            out[key] = pick(vals)
+    if "pcp_high_highest" not in out and "pcp_high_final_max" in out:
+        out["pcp_high_highest"] = out["pcp_high_final_max"]
+    opts = next((r["options"] for r in reports if isinstance(r.get("options"), dict)), None)
+    if opts is not None:
+        out["options"] = dict(opts)
+    return out
+
+
 # ---- formatting ------------------------------------------------------------
 
 def fmt_count(v):

@@ -11,6 +11,13 @@ allocator that was meant to be loaded.  folio runs also keep folio's JSON
 report.  Results: DIR/results.json (every run), DIR/REPORT.md (tables of
 medians and ratios, charts), and the headline table on stdout.  Exit status:
 0, or 1 if any run failed (the report lists them), 130 if interrupted.
+
+A suite may run its own list of allocators (``pageset`` runs folio as two
+variants, ``folio-fixed`` and ``folio-auto``), its own number of repetitions
+(``kbuild``: fewer, longer runs), workloads only in the full run, and a
+workload that is the same as another suite's (``pageset``'s kbuild is
+``kbuild``'s): when both are planned, the allocators the other already runs
+are borrowed from it instead of being run twice.
 """
 
 import argparse
@@ -45,10 +52,13 @@ def add_parser(sub):
                    help=f"smaller workloads and {QUICK_REPS} repetitions (under 3 minutes for "
                         "all suites on 2 cores)")
     p.add_argument("--allocators", default=",".join(allocators.DEFAULT), metavar="LIST",
-                   help="comma-separated allocators (default: %(default)s)")
+                   help="comma-separated allocators (default: %(default)s); also the folio "
+                        "variants folio-fixed, folio-auto, or any variant defined as "
+                        "NAME=BASE:VAR=VALUE[:VAR=VALUE...], e.g. "
+                        "'folio,nopurge=folio:FOLIO_PURGE_THREAD=0'")
     p.add_argument("--reps", type=int, metavar="N",
-                   help=f"repetitions per workload and allocator (default {FULL_REPS}, "
-                        f"{QUICK_REPS} with --quick)")
+                   help=f"repetitions per workload and allocator (default {FULL_REPS} or the "
+                        f"suite's own, {QUICK_REPS} with --quick)")
     p.add_argument("--out", metavar="DIR",
                    default=os.path.join(paths.REPO, "bench-results", "latest"),
                    help="output directory (default: <repo>/bench-results/latest)")
@@ -76,15 +86,21 @@ def list_suites(quick):
     for s in SUITES.values():
         print(f"{s.name}: {s.title}\n  {s.description}")
         for w in s.workloads:
-            print(f"  {w.name:<16} {w.description}\n  {'':<16} $ {w.shell(quick)}")
+            if quick and w.full_only:
+                print(f"  {w.name:<16} (full run only) {w.description}")
+                continue
+            reps = QUICK_REPS if quick else (w.reps or s.reps or FULL_REPS)
+            print(f"  {w.name:<16} {w.description} ({reps} repetitions)\n"
+                  f"  {'':<16} $ {w.shell(quick)}")
         print()
 
 
-def select_workloads(suite, only):
+def select_workloads(suite, only, quick=False):
+    ws = [w for w in suite.workloads if not (quick and w.full_only)]
     if not only:
-        return list(suite.workloads)
+        return ws
     pats = [p.strip() for p in only.split(",") if p.strip()]
-    return [w for w in suite.workloads if any(fnmatch.fnmatch(w.name, p) for p in pats)]
+    return [w for w in ws if any(fnmatch.fnmatch(w.name, p) for p in pats)]
 
 
 def machine_info():
@@ -127,11 +143,19 @@ def measure_run(workload, alloc, quick, timeout, scratch):
     argv = workload.argv(quick)
     env = alloc.environment(os.environ)
     env.update(workload.env)
+    rec = {"argv": argv, "ok": False, "error": None}
+    if alloc.env:
+        rec["env"] = dict(alloc.env)
+    if workload.before_run:
+        try:
+            workload.before_run(quick)
+        except (OSError, paths.BuildError) as e:
+            rec["error"] = f"preparing the run failed: {e}"
+            return rec
     rdir = None
-    if alloc.name == "folio":
+    if alloc.family == "folio":
         rdir = tempfile.mkdtemp(prefix="report.", dir=scratch)
         env["FOLIO_REPORT"] = report.report_pattern(rdir)
-    rec = {"argv": argv, "ok": False, "error": None}
     with tempfile.TemporaryFile(dir=scratch) as out, tempfile.TemporaryFile(dir=scratch) as err:
         busy0, steal0 = cpu_busy_s()
         try:
@@ -164,9 +188,10 @@ def measure_run(workload, alloc, quick, timeout, scratch):
         reps, problems = report.collect(rdir)
         if len(reps) == 1:
             rec["folio_report"] = dict(reps[0])
+            rec["folio_report"].update(report.derived(reps))
         elif reps:
             agg = report.aggregate(reps)
-            agg["processes"] = len(reps)
+            agg.update(report.derived(reps))
             rec["folio_report"] = agg
         if problems:
             rec["folio_report_problems"] = problems
@@ -195,10 +220,33 @@ def _value(run, key):
     return v if isinstance(v, (int, float)) else None
 
 
-def _write_json(path, data):
+def _snapshot_folio(allocs):
+    """Load folio from a copy of build/libfolio.so taken now, so that a rebuild during a long
+    run (others may be working in the tree) cannot mix two versions in one report.  Returns
+    the directory of the copy (removed at the end), or None."""
+    import hashlib
+    folios = [a for a in allocs if a.family == "folio" and a.preload]
+    if not folios:
+        return None
+    src = folios[0].preload
+    d = tempfile.mkdtemp(prefix="folio-bench-lib.")
+    dst = os.path.join(d, os.path.basename(src))
+    shutil.copy2(src, dst)
+    with open(dst, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    for a in folios:
+        a.preload = dst
+        a.version += f", {os.path.basename(src)} sha256 {digest} (copied at the start)"
+    return d
+
+
+def _write_json(path, data, final=True):
+    """Write atomically.  Checkpoints during the run are compact (json.dumps without indent
+    uses the C encoder: rewriting a growing file after every run must stay cheap)."""
     tmp = path + ".tmp"
+    text = json.dumps(data, indent=1) if final else json.dumps(data, separators=(",", ":"))
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
+        f.write(text)
         f.write("\n")
     os.replace(tmp, path)
 
@@ -214,18 +262,31 @@ def cmd_bench(args):
     if bad:
         _say(f"folio bench: unknown suite(s) {', '.join(bad)} (known: {', '.join(SUITES)})")
         return 2
-    reps = args.reps or (QUICK_REPS if quick else FULL_REPS)
-    if reps < 1:
+    if args.reps is not None and args.reps < 1:
         _say("folio bench: --reps must be at least 1")
         return 2
-    plan_suites = [(SUITES[n], select_workloads(SUITES[n], args.only)) for n in names]
+    skipped_workloads = []
+    if quick:
+        for n in names:
+            skipped_workloads += [f"{n}/{w.name}" for w in SUITES[n].workloads if w.full_only]
+    plan_suites = [(SUITES[n], select_workloads(SUITES[n], args.only, quick)) for n in names]
     plan_suites = [(s, ws) for s, ws in plan_suites if ws]
+    if skipped_workloads:
+        _say(f"note: full run only, not run with --quick: {', '.join(skipped_workloads)}")
     if not plan_suites:
-        _say(f"folio bench: no workload matches --only {args.only}")
+        _say(f"folio bench: no workload to run (--only {args.only}, --quick {quick})")
         return 2
 
-    wanted = [a.strip() for a in args.allocators.split(",") if a.strip()]
-    allocs, skipped = allocators.resolve(wanted, install=not args.no_install)
+    try:
+        wanted = allocators.parse_names(args.allocators)
+    except ValueError as e:
+        _say(f"folio bench: --allocators: {e}")
+        return 2
+    # each suite's own allocator list (e.g. pageset: folio as folio-fixed and folio-auto)
+    suite_names = {s.name: (s.allocators(list(wanted)) if s.allocators else list(wanted))
+                   for s, _ in plan_suites}
+    every = list(dict.fromkeys(n for s, _ in plan_suites for n in suite_names[s.name]))
+    allocs, skipped = allocators.resolve(every, install=not args.no_install)
     for name, why in skipped:
         _say(f"note: {name} skipped: {why}")
     if not allocs:
@@ -233,12 +294,58 @@ def cmd_bench(args):
         return 1
     if "glibc" not in [a.name for a in allocs]:
         _say("note: glibc is not among the allocators: no ratios to glibc")
+    snapshot = _snapshot_folio(allocs)
+    by_name = {a.name: a for a in allocs}
+    suite_allocs = {s.name: [by_name[n] for n in suite_names[s.name] if n in by_name]
+                    for s, _ in plan_suites}
+    def reps_of(s, w):
+        return args.reps or (QUICK_REPS if quick else (w.reps or s.reps or FULL_REPS))
+    workload_reps = {f"{s.name}/{w.name}": reps_of(s, w) for s, ws in plan_suites for w in ws}
+    suite_reps = {}
+    for s, ws in plan_suites:
+        r = sorted({reps_of(s, w) for w in ws})
+        suite_reps[s.name] = r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}"
 
-    for suite, _ in plan_suites:
+    # A workload the same as another planned suite's ("guest" of that "host" workload) borrows
+    # the runs of the allocators the host runs (directly, or through an alias such as
+    # folio-auto -> folio when the variant's environment is folio's default), and its other
+    # allocators run inside the host's rotation, so that every allocator of the comparison
+    # is interleaved with every other.
+    planned = {(s.name, w.name) for s, ws in plan_suites for w in ws}
+    shared = {}         # "suite/workload" -> {"from", "allocators", "aliases"}
+    run_allocs = {}     # (suite, workload) -> allocators run for it in its own rotation
+    guests = {}         # host (suite, workload) -> [(suite, workload, [allocators])]
+    for s, ws in plan_suites:
+        for w in ws:
+            mine = suite_allocs[s.name]
+            host = tuple(w.same_as) if w.same_as else None
+            if host and host in planned and host[0] != s.name:
+                theirs = {a.name for a in suite_allocs[host[0]]}
+                aliases = {k: v for k, v in (w.same_as_allocators or {}).items()
+                           if k not in theirs and v in theirs}
+                borrowed = [a.name for a in mine if a.name in theirs or a.name in aliases]
+                if borrowed:
+                    shared[f"{s.name}/{w.name}"] = {
+                        "from": "/".join(host), "allocators": borrowed,
+                        "aliases": {a: aliases[a] for a in borrowed if a in aliases}}
+                own = [a for a in mine if a.name not in borrowed]
+                if own:
+                    guests.setdefault(host, []).append((s, w, own))
+                mine = []
+            run_allocs[(s.name, w.name)] = mine
+
+    for suite, workloads in plan_suites:
         try:
             suite.prepare()
+            done = set()
+            for w in workloads:
+                if w.prepare and w.prepare not in done:
+                    done.add(w.prepare)
+                    w.prepare()
         except paths.BuildError as e:
             _say(f"folio bench: suite {suite.name}: {e}")
+            if snapshot:
+                shutil.rmtree(snapshot, ignore_errors=True)
             return 1
 
     out = os.path.abspath(args.out)
@@ -246,15 +353,22 @@ def cmd_bench(args):
     for f in os.listdir(out):      # a previous run's files must not be mistaken for this one's
         if f in ("results.json", "REPORT.md") or f.endswith(".png"):
             os.remove(os.path.join(out, f))
+    all_reps = sorted(set(workload_reps.values()))
     results = {
         "meta": {
             "loadavg_before": os.getloadavg(),
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": sys.argv, "quick": quick, "reps": reps, "folio_commit": paths.git_describe(),
+            "command": sys.argv, "quick": quick,
+            "reps": all_reps[0] if len(all_reps) == 1 else suite_reps,
+            "suite_reps": suite_reps, "workload_reps": workload_reps,
+            "folio_commit": paths.git_describe(),
             "machine": machine_info(), "order": "suite > workload > rep > allocators (rotated)",
-            "allocators": [{"name": a.name, "preload": a.preload, "version": a.version}
-                           for a in allocs],
+            "allocators": [{"name": a.name, "preload": a.preload, "version": a.version,
+                            "env": a.env, "base": a.family} for a in allocs],
+            "suite_allocators": {k: [a.name for a in v] for k, v in suite_allocs.items()},
             "skipped": [{"name": n, "reason": why} for n, why in skipped],
+            "skipped_workloads": skipped_workloads,
+            "shared": shared,
             "suites": {s.name: [w.name for w in ws] for s, ws in plan_suites},
         },
         "runs": [],
@@ -264,26 +378,41 @@ def cmd_bench(args):
     plan = []
     for suite, workloads in plan_suites:
         for w in workloads:
-            for rep in range(reps):
-                k = rep % len(allocs)
-                for alloc in allocs[k:] + allocs[:k]:
-                    plan.append((suite, w, rep, alloc))
-    _say(f"folio bench: {len(plan)} runs ({sum(len(ws) for _, ws in plan_suites)} workloads x "
-         f"{len(allocs)} allocators x {reps} reps){' --quick' if quick else ''}; "
-         f"results in {out}")
+            group = [(suite, w, a) for a in run_allocs[(suite.name, w.name)]]
+            for gs, gw, own in guests.get((suite.name, w.name), []):
+                group += [(gs, gw, a) for a in own]
+            if not group:
+                continue
+            for rep in range(workload_reps[f"{suite.name}/{w.name}"]):
+                k = rep % len(group)
+                for s2, w2, alloc in group[k:] + group[:k]:
+                    plan.append((s2, w2, rep, alloc))
+    nw = sum(len(ws) for _, ws in plan_suites)
+    reps_text = " or ".join(str(r) for r in all_reps)
+    _say(f"folio bench: {len(plan)} runs ({nw} workloads x up to {len(allocs)} allocators x "
+         f"{reps_text} reps){' --quick' if quick else ''}; results in {out}")
+    for k, v in shared.items():
+        names = [f"{a} (= {v['aliases'][a]})" if a in v["aliases"] else a
+                 for a in v["allocators"]]
+        _say(f"note: {k} borrows the runs of {v['from']} under {', '.join(names)}; "
+             f"its other allocators run interleaved with {v['from']}'s")
 
     walls = {}      # (suite, workload) -> list of wall seconds so far
+    last_save = 0.0
     interrupted = False
     scratch = tempfile.mkdtemp(prefix="folio-bench.")
     try:
         for i, (suite, w, rep, alloc) in enumerate(plan):
-            print(f"[{i + 1:>3}/{len(plan)}] {suite.name}/{w.name:<16} {alloc.name:<9} "
-                  f"rep {rep + 1}/{reps} ", end="", file=sys.stderr, flush=True)
+            print(f"[{i + 1:>3}/{len(plan)}] {suite.name}/{w.name:<16} {alloc.name:<11} "
+                  f"rep {rep + 1}/{workload_reps[f'{suite.name}/{w.name}']} ", end="", file=sys.stderr,
+                  flush=True)
             rec = measure_run(w, alloc, quick, args.timeout, scratch)
             rec = {"suite": suite.name, "workload": w.name, "allocator": alloc.name,
                    "rep": rep, **rec}
             results["runs"].append(rec)
-            _write_json(results_path, results)
+            if time.time() - last_save > 5.0 or i + 1 == len(plan):
+                _write_json(results_path, results, final=False)
+                last_save = time.time()
             wall = rec.get("measures", {}).get("wall_s", 0.0)
             walls.setdefault((suite.name, w.name), []).append(wall)
             everything = [x for ws in walls.values() for x in ws]
@@ -291,7 +420,7 @@ def cmd_bench(args):
             eta = 0.0
             for s2, w2, _, _ in plan[i + 1:]:
                 seen = walls.get((s2.name, w2.name))
-                eta += (sum(seen) / len(seen)) if seen else overall
+                eta += (sum(seen) / len(seen)) if seen else (w2.est_s or overall)
             if rec["ok"]:
                 v = _value(rec, w.metric.key)
                 what = f"{w.metric.label} {w.metric.format(v)} {w.metric.unit}".rstrip()
@@ -306,12 +435,14 @@ def cmd_bench(args):
         _say("\ninterrupted: reporting the runs done so far")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if snapshot:
+            shutil.rmtree(snapshot, ignore_errors=True)
 
     results["meta"]["elapsed_s"] = round(time.time() - t_start, 1)
     results["meta"]["interrupted"] = interrupted
     _write_json(results_path, results)
     tables = summary.summarize(results, [(s, ws) for s, ws in plan_suites],
-                               [a.name for a in allocs])
+                               {k: [a.name for a in v] for k, v in suite_allocs.items()})
     plot_note = None
     if not args.no_plots:
         from . import plots

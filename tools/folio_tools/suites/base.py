@@ -41,11 +41,14 @@ class Metric:
             if abs(value) >= scale:
                 v = value / (scale if suffix != "k" else 1e3)
                 return f"{v:.{self.digits}g}{suffix}"
+        if abs(value) >= 10 ** self.digits:     # 1000..9999 with 3 digits: no exponent
+            return f"{value:.0f}"
         return f"{value:.{self.digits}g}"
 
 
 # Measured by the runner for every run (see runner.measure_run).
 WALL = Metric("wall_s", "wall time", "s", "lower")
+USER = Metric("user_s", "user time", "s", "lower")
 CPU = Metric("cpu_s", "CPU time (user+sys)", "s", "lower")
 SYS = Metric("sys_s", "system time", "s", "lower")
 MAXRSS = Metric("maxrss_mib", "peak RSS", "MiB", "lower")
@@ -72,6 +75,15 @@ def parse_kv(stdout):
     return {}
 
 
+def parse_result_line(stdout):
+    """The ``bench=...`` result line of a bench/ program anywhere in stdout (for commands that
+    print more after it, such as preload_exec followed by make), else parse_kv."""
+    for line in stdout.splitlines():
+        if line.startswith("bench="):
+            return parse_kv(line)
+    return parse_kv(stdout)
+
+
 @dataclass
 class Workload:
     name: str
@@ -85,6 +97,19 @@ class Workload:
     command: Callable = None            # command(quick) -> argv, instead of binary+args
     parse: Callable = parse_kv          # parse(stdout) -> {key: value}
     timeout: float = None               # seconds; default: the runner's
+    full_only: bool = False             # skipped under --quick
+    prepare: Callable = None            # prepare(), once before a suite that runs it (after
+    #                                     the suite's own), e.g. fetching a source tree
+    before_run: Callable = None         # before_run(quick), before each run, not timed
+    same_as: tuple = None               # (suite, workload) whose runs are interchangeable with
+    #                                     this one's: when both are planned, allocators the other
+    #                                     runs are not run again here but borrowed from it, and
+    #                                     this one's other allocators run in its rotation
+    same_as_allocators: dict = None     # {my allocator: its allocator} also interchangeable
+    #                                     (e.g. folio-auto: folio, when the variant's
+    #                                     environment is folio's default)
+    est_s: float = None                 # expected wall seconds of one run (ETA before the first)
+    reps: int = None                    # repetitions of the full run (default: the suite's)
 
     def argv(self, quick):
         if self.command is not None:
@@ -109,4 +134,8 @@ class Suite:
     title: str
     description: str
     workloads: list
-    prepare: Callable = build_bench_programs   # called once before the suite runs
+    prepare: Callable = build_bench_programs   # prepare(), once before the suite runs
+    reps: int = None            # default repetitions of the full run (the runner's otherwise)
+    allocators: Callable = None  # allocators(names) -> the names this suite runs
+    focus: str = "folio"        # the allocator whose ratios to glibc and the best other are shown
+    tables: Callable = None     # tables(SuiteTable, results) -> [(title, header, rows, notes)]
