@@ -8,9 +8,14 @@ from .tables import md_table, text_table
 
 
 def runner_share(run):
-    """The share of the machine's CPU that other processes used during a run, or None."""
+    """The share of the machine's CPU that other processes used during a run, or None.
+
+    None too for runs shorter than 0.5 s: /proc/stat counts in clock ticks (10 ms), too coarse
+    to apportion a few milliseconds."""
     i = run.get("interference")
     if not i or not i.get("capacity_s"):
+        return None
+    if (run.get("measures") or {}).get("wall_s", 0) < 0.5:
         return None
     return (i["other_cpu_s"] + i["steal_s"]) / i["capacity_s"]
 

@@ -20,7 +20,7 @@ def _timed(name, binary, what, threads, metric, extra=""):
     return Workload(
         f"{name}-{threads}t", f"{threads} thread{'s' if threads > 1 else ''}: {what}{extra}",
         metric, binary, ["--threads", threads, "--seconds", "1"],
-        ["--threads", threads, "--seconds", "0.4"], [FAULTS_PER_MIB])
+        ["--threads", threads, "--seconds", "0.3"], [FAULTS_PER_MIB])
 
 
 SUITE = Suite(

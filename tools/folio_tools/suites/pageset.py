@@ -19,7 +19,7 @@ the time and RSS columns.  Workloads:
 The micro workloads do a fixed amount of work, cut short after a few seconds
 for an allocator that is far slower (glibc), so their time is reported per
 operation.  Their final RSS is measured by the program after 1.5 idle seconds
-(0.5 with --quick).  The suite's own table is the seed's: time,
+(0.25 with --quick).  The suite's own table is the seed's: time,
 zone-lock contention, pages taken from the zone and free_high drains relative
 to folio-fixed, the highest pageset high seen, peak and final RSS.
 """
@@ -59,7 +59,7 @@ WORKLOADS = [
                     "hands them to 1 consumer thread that frees them (up to 256 in flight)",
         TIME_PER_OP, "pageset_prodcons",
         ["--buffers", "1000000", "--max-seconds", "3", "--settle", "1.5"],
-        ["--buffers", "200000", "--max-seconds", "0.6", "--settle", "0.5"],
+        ["--buffers", "200000", "--max-seconds", "0.5", "--settle", "0.25"],
         [OPS, RSS_END, RSS_FINAL], est_s=4.0),
     Workload(
         "pool", "4 threads run tasks that malloc a burst of 16-256 blocks of 4-16 KiB, touch "
@@ -68,7 +68,7 @@ WORKLOADS = [
         ["--threads", "4", "--tasks", "60000", "--waves", "20", "--idle-ms", "20",
          "--max-seconds", "3", "--settle", "1.5"],
         ["--threads", "4", "--tasks", "12000", "--waves", "6", "--idle-ms", "20",
-         "--max-seconds", "0.6", "--settle", "0.5"],
+         "--max-seconds", "0.5", "--settle", "0.25"],
         [OPS, RSS_END, RSS_FINAL], est_s=4.0),
 ]
 
@@ -185,7 +185,7 @@ SUITE = Suite(
                 "and folio-fixed is interleaved with them), a "
                 "producer/consumer pair handing 16-32 KiB buffers across threads, and a thread "
                 "pool with bursts of 4-16 KiB blocks. The micro workloads stop after 3 s "
-                "(0.6 s with --quick) if not done, and report time per operation.",
+                "(0.5 s with --quick) if not done, and report time per operation.",
     workloads=WORKLOADS,
     allocators=_allocators,
     focus=AUTO,
