@@ -57,7 +57,7 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libfolio.so $(wildcard tests/*.h 
 $(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
 	$(CXX) -std=gnu++17 -O1 -g $(WARN) -Iinclude -Itests -pthread $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD))
 # unit tests see folio's internals (static library, private headers)
-$(BUILD)/tests/test_unit_%: tests/unit/test_%.c $(BUILD)/libfolio.a $(HDRS) | $(BUILD)/tests
+$(BUILD)/tests/test_unit_%: tests/unit/test_%.c tests/unit/unit.h $(BUILD)/libfolio.a $(HDRS) | $(BUILD)/tests
 	$(CC) $(TESTCFLAGS) -Isrc $< -o $@ $(BUILD)/libfolio.a
 $(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h) | $(BUILD)/tests-san
 	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl

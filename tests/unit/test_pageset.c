@@ -9,16 +9,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "unit.h"
 
-#define EXPECT(c, ...)                                                                             \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 #define MAXP 20000
 static struct span *held[MAXP];

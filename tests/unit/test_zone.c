@@ -7,16 +7,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "unit.h"
 
-#define EXPECT(c, ...)                                                                             \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
 
 #define N 400
 static struct span *live[N];
