@@ -45,7 +45,6 @@
 #define CLEAR_X86 0
 #endif
 
-#define EXPORT __attribute__((visibility("default")))
 
 #define CLEAR_CHUNK ((size_t)32 << 20) /* one step of a whole-extent clear */
 #define MT_PIECE ((size_t)4 << 20)     /* one piece of a threaded clear */

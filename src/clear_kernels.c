@@ -25,7 +25,6 @@
 #define CLEAR_X86 0
 #endif
 
-#define EXPORT __attribute__((visibility("default")))
 #define SMALL_CLEAR 128 /* below: a few overlapping ordinary stores */
 
 /* ------------------------------------------------------------ CPU features */

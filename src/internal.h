@@ -16,6 +16,7 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define INTERNAL __attribute__((visibility("hidden")))
+#define EXPORT __attribute__((visibility("default"))) /* folio's public symbols */
 #define CACHELINE 64
 
 #define PAGE_SHIFT 12

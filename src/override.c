@@ -23,7 +23,6 @@
 #else
 #define API(name) name
 #endif
-#define EXPORT __attribute__((visibility("default")))
 
 _Atomic int folio_ready;
 uint64_t folio_secret;

@@ -82,7 +82,7 @@ static void snap(struct snapshot *s) {
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
 }
 
-__attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_t len) {
+EXPORT size_t folio_report_json(char *buf, size_t len) {
     folio_init();
     struct snapshot s;
     snap(&s);
@@ -183,7 +183,7 @@ __attribute__((visibility("default"))) size_t folio_report_json(char *buf, size_
 
 static char report_buf[64 * 1024];
 
-__attribute__((visibility("default"))) int folio_report_write(const char *path) {
+EXPORT int folio_report_write(const char *path) {
     if (!path || !*path) {
         errno = EINVAL;
         return -1;
@@ -213,7 +213,7 @@ static void line(struct sb *b, const char *label, uint64_t v, const char *unit) 
     sb_put(b, "\n");
 }
 
-__attribute__((visibility("default"))) void folio_report_print(int fd) {
+EXPORT void folio_report_print(int fd) {
     static char text[8192];
     struct snapshot s;
     folio_init();
