@@ -25,7 +25,7 @@
 #define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
 #define CHUNK_PAGES (CHUNK_SIZE >> PAGE_SHIFT) /* 512 */
 #define MAX_ORDER 9                            /* a whole chunk */
-#define PCP_MAX_ORDER 3                        /* pagesets cache orders 0..3 and chunks */
+#define PCP_MAX_ORDER 6                        /* pagesets cache orders 0..6 (every slab) and chunks */
 
 #define MIN_ALIGN 16
 #define SMALL_MAX 32768        /* largest size served from slabs */
@@ -98,6 +98,8 @@ static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memor
     X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
+    X(pcp_zone_min_mib, "FOLIO_PCP_ZONE_MIN_MIB", 64,                                          \
+      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / CPUs") \
     X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
     X(pcp_autotune, "FOLIO_PCP_AUTOTUNE", 1,                                                   \
       "1: pageset high auto-tuned between high_min and high_max (seed 003); 0: high fixed")    \
@@ -294,7 +296,7 @@ void slab_reclaim_abandoned(void);
 void heap_trim_current(void);
 
 /* ---------------------------------------------------------------- large / huge */
-void *large_alloc(size_t n, size_t align, bool zero);
+void *large_alloc(size_t n, size_t align, bool zero, bool growable);
 void large_free(struct span *s, void *p);
 struct huge;
 void *huge_alloc(size_t n, size_t align, bool zero);

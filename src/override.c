@@ -44,11 +44,16 @@ void folio_init(void) {
 
 /* ---- the tiers ---- */
 
-void *large_alloc(size_t n, size_t align, bool zero) {
+/* growable: the block is being moved by a growing realloc, which will
+ * likely grow it again; it comes from the zone, where the pages after it
+ * stay free for zone_resize, not from a pageset (whose carved tail would
+ * sit on the pageset's lists and force a copy on every growth). */
+void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     folio_init();
     size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
     size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
-    struct span *s = page_alloc(npages ? npages : 1, align_pages);
+    struct span *s = growable ? zone_alloc_pages(npages ? npages : 1, align_pages)
+                              : page_alloc(npages ? npages : 1, align_pages);
     if (unlikely(!s)) {
         errno = ENOMEM;
         return NULL;
@@ -89,7 +94,7 @@ static void *big_alloc(size_t n, size_t align, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_alloc(n, align, zero);
+    if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_alloc(n, align, zero, false);
     return huge_alloc(n, align, zero);
 }
 
@@ -190,7 +195,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         break;
     default: os_fatal_ptr("realloc(): invalid pointer", p);
     }
-    void *q = API(malloc)(n);
+    void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_alloc(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
     API(free)(p);

@@ -16,16 +16,17 @@
  *    tail brings count to high;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them;
- *  - a span of up to 8 pages that is not a power of two is carved exactly
+ *  - a span of up to 64 pages that is not a power of two is carved exactly
  *    from the block of the next order, and its tail pages go on the lists as
  *    smaller blocks; freed, it is cut back into aligned blocks.  The
  *    descriptors this needs come from a small per-pageset stash, topped up
  *    during refills (in the zone-lock hold the refill takes anyway).
  *
  * What the kernel's quantities mean here:
- *  - the zone size is the chunks the zone has put in use, capped at one
- *    arena (FOLIO_ARENA_MIB): high_max = zone pages / 8 / CPUs (at most 16
- *    MiB per CPU on 2 CPUs), so caches scale with the heap; reached only by
+ *  - the zone size is the chunks the zone has put in use, at least
+ *    FOLIO_PCP_ZONE_MIN_MIB and at most one arena (FOLIO_ARENA_MIB):
+ *    high_max = zone pages / 8 / CPUs (4 to 16 MiB per CPU on 2 CPUs), so
+ *    caches scale with the heap; reached only by
  *    a workload that keeps missing, and decayed back to high_min within
  *    seconds once it stops;
  *  - the low watermark share (high_min) is 4 x batch, the fixed high;
@@ -40,6 +41,10 @@
 #include "internal.h"
 
 #define PCP_BATCH_SCALE_MAX 5
+/* free_high applies to orders 1..3 as in the kernel (PAGE_ALLOC_COSTLY_ORDER);
+ * orders 4..6, folio's larger slabs, are cached as the kernel caches its
+ * pageblock-order (THP) pages: no fast drain, and they end a free_high run */
+#define PCP_COSTLY_ORDER 3
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define PCPF_FREE_HIGH_BATCH 0x2u
 #define DECAY_INTERVAL_MS 1000u
@@ -83,6 +88,18 @@ static void set_high(struct pageset *ps, long high) {
 }
 
 static bool autotune(void) { return opt.pcp_autotune && opt.pcp_high <= 0; }
+
+/* The zone size the limits derive from: the heap in use, but never less
+ * than FOLIO_PCP_ZONE_MIN_MIB.  The kernel's zone includes free RAM, so its
+ * 1/8 is room to spare; a young process's heap is small, and 1/8 of it
+ * would not hold one burst of its slabs (measured on the pageset suite's
+ * pool: a floor of 0, 32 and 64 MiB took 75%, 5% and 1% of fixed high's
+ * pages from the zone). */
+static long zone_size_pages(void) {
+    long heap = (long)zone_managed_pages();
+    long floor_pages = (long)(((size_t)opt.pcp_zone_min_mib << 20) >> PAGE_SHIFT);
+    return heap > floor_pages ? heap : floor_pages;
+}
 
 /* high_min/high_max from the zone size (pageset lock held). */
 static void size_limits(struct pageset *ps, long zone_pages) {
@@ -320,7 +337,7 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
     if (!s) {
         uint64_t now = os_now_ms();
         bool below_high = under_pressure(now);
-        size_limits(ps, (long)zone_managed_pages());
+        size_limits(ps, zone_size_pages());
         struct span *list;
         long descs = 0;
         zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list, &ps->spare, SPARE_DESCS - ps->nr_spare,
@@ -391,7 +408,7 @@ static long pieces(uint32_t idx, uint32_t n) {
 static void after_free(struct pageset *ps, unsigned o) {
     ps->alloc_factor >>= 1;
     bool free_high = false;
-    if (o >= 1 && o <= PCP_MAX_ORDER) {
+    if (o >= 1 && o <= PCP_COSTLY_ORDER) {
         free_high = ps->free_count >= ps->batch + ps->high_min / 2 &&
                     (ps->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
                     (!(ps->flags & PCPF_FREE_HIGH_BATCH) || ps->count >= ps->batch);
@@ -413,7 +430,7 @@ static void free_on(struct pageset *ps, struct span *s, unsigned o) {
     after_free(ps, o);
 }
 
-/* Free any span of up to 8 pages: cut into aligned blocks.  False when the
+/* Free any span of up to 64 pages: cut into aligned blocks.  False when the
  * descriptors for the cut are not to be had (the caller uses the zone). */
 static bool free_span_on(struct pageset *ps, struct span *s) {
     uint32_t n = s->npages;
@@ -426,11 +443,12 @@ static bool free_span_on(struct pageset *ps, struct span *s) {
     return true;
 }
 
-/* An exact span of npages <= 8 pages: the block of the next order, its tail
+/* An exact span of npages <= 64 pages: the block of the next order, its tail
  * given back to the lists. */
 static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
     unsigned o = npages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(npages - 1));
-    if ((1u << o) != npages && !spare_ensure(ps, 2)) return NULL;
+    if ((1u << o) != npages && !spare_ensure(ps, pieces((uint32_t)npages, (1u << o) - (uint32_t)npages)))
+        return NULL;
     struct span *s = alloc_on(ps, o);
     if (s && npages < s->npages) {
         push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);

@@ -1,6 +1,7 @@
 /* Unit test: the PCP high auto-tuning rules (seed 003), driven through one
  * pageset directly so that every step is deterministic: growth on refill
- * misses, growth to hold a free burst, free_high drains of orders 1..3,
+ * misses, growth to hold a free burst, free_high drains of orders 1..3 (and
+ * none for orders 4..6),
  * decay by 1/8 toward high_min, shrinking under memory pressure, and the
  * manual mode (fixed high) in which none of that happens; then the
  * counters in the JSON report. */
@@ -51,9 +52,10 @@ int main(void) {
     struct pageset_stats a = st();
     long batch = a.batch;
     EXPECT(a.high_max > a.high_min, "no tuning range: [%ld, %ld]", a.high_min, a.high_max);
-    EXPECT(a.high_max == (long)(zone_managed_pages() / 8 / (size_t)pageset_count()) ||
-               a.high_max == a.high_min,
-           "high_max %ld is not zone/8/cpus", a.high_max);
+    size_t zone_pages = zone_managed_pages(), floor_pages = ((size_t)opt.pcp_zone_min_mib << 20) >> PAGE_SHIFT;
+    if (zone_pages < floor_pages) zone_pages = floor_pages;
+    EXPECT(a.high_max == (long)(zone_pages / 8 / (size_t)pageset_count()) || a.high_max == a.high_min,
+           "high_max %ld is not max(zone, FOLIO_PCP_ZONE_MIN_MIB)/8/cpus", a.high_max);
     long prev = a.high;
     uint64_t refills = a.refills;
     int grew = 0;
@@ -117,6 +119,17 @@ int main(void) {
     EXPECT(take(200, 2) == 0, "alloc order 2");
     give_back(2);
     EXPECT(st().free_high_drains > fh, "consecutive order-2 frees never took the free_high path");
+
+    /* 5b. orders 4..6 (folio's larger slabs) are cached as the kernel caches
+     * its pageblock-order pages: no free_high, and a burst grows high */
+    fh = st().free_high_drains;
+    long min5 = st().high_min;
+    EXPECT(take(40, 5) == 0, "alloc order 5");
+    give_back(5);
+    struct pageset_stats h5 = st();
+    EXPECT(h5.free_high_drains == fh, "order-5 frees took the free_high path");
+    EXPECT(h5.count > min5 && h5.count <= h5.high, "order-5 burst: count %ld, high %ld, high_min %ld",
+           h5.count, h5.high, min5);
 
     /* 6. manual mode: high fixed, no growth on misses or bursts, no decay */
     opt.pcp_high = 3 * batch;
