@@ -265,6 +265,7 @@ bool pageset_grown(void);
 struct span *pageset_alloc_on(int i, unsigned order);
 void pageset_free_on(int i, struct span *s, unsigned order);
 void pageset_decay_on(int i);
+void pageset_mark_used(int i); /* tests: count a use, so the next decay is not an idle one */
 void pageset_force_pressure(int on);
 void pageset_hold_decay(void); /* no automatic decay from now on */
 void pageset_drain_all(void);

@@ -64,6 +64,7 @@ struct pageset {
     long nr_spare;
     long high_lowest, high_highest;
     uint64_t last_decay_ms;
+    uint64_t uses, uses_at_decay; /* allocations and frees served; their count at the last decay */
     uint64_t refills, drains, free_high_drains, decays;
     _Atomic uint64_t trylock_failed;
 } __attribute__((aligned(CACHELINE)));
@@ -304,10 +305,18 @@ static long nr_free(struct pageset *ps, long high, bool free_high) {
 }
 
 /* decay_pcp_high: lower high by 1/8 (never draining more than 32 batches
- * per tick) and drain the excess. */
+ * per tick) and drain the excess.  One departure from the kernel: a pageset
+ * that served nothing during a whole decay interval drops to high_min at
+ * once.  A CPU's pageset in the kernel serves the whole machine and will be
+ * used again; a process that went idle holds memory nobody else can use, and
+ * the 1/8 steps would keep it for 15 seconds or more. */
 static void decay(struct pageset *ps) {
     ps->decays++;
-    if (ps->high > ps->high_min) {
+    bool idle = ps->uses == ps->uses_at_decay;
+    ps->uses_at_decay = ps->uses;
+    if (idle && ps->high > ps->high_min) {
+        set_high(ps, ps->high_min);
+    } else if (ps->high > ps->high_min) {
         long a = ps->count - (ps->batch << PCP_BATCH_SCALE_MAX), b = ps->high - ps->high / 8;
         long h = a > b ? a : b;
         set_high(ps, h > ps->high_min ? h : ps->high_min);
@@ -332,6 +341,7 @@ static void decay_due(uint64_t now) {
 }
 
 static struct span *alloc_on(struct pageset *ps, unsigned o) {
+    ps->uses++;
     ps->free_count >>= 1;
     struct span *s = pop_head(ps, o);
     if (!s) {
@@ -406,6 +416,7 @@ static long pieces(uint32_t idx, uint32_t n) {
 /* The free side of the tuning rules, after blocks of up to order o went on
  * the lists (free_frozen_page_commit). */
 static void after_free(struct pageset *ps, unsigned o) {
+    ps->uses++;
     ps->alloc_factor >>= 1;
     bool free_high = false;
     if (o >= 1 && o <= PCP_COSTLY_ORDER) {
@@ -582,6 +593,12 @@ void pageset_decay_on(int i) {
     struct pageset *ps = &pagesets[i];
     lock_acquire(&ps->lock);
     decay(ps);
+    lock_release(&ps->lock);
+}
+void pageset_mark_used(int i) {
+    struct pageset *ps = &pagesets[i];
+    lock_acquire(&ps->lock);
+    ps->uses++;
     lock_release(&ps->lock);
 }
 void pageset_force_pressure(int on) { pressure_forced = on; }

@@ -12,7 +12,7 @@
 #include "internal.h"
 
 /* dirty free memory that justifies a background purger */
-#define PURGE_THREAD_BACKLOG ((size_t)8 << 20)
+#define PURGE_THREAD_BACKLOG ((size_t)2 << 20)
 
 static _Atomic uint64_t next_purge_ms;
 static _Atomic int purge_thread_state; /* 0 none, 1 starting/running */

@@ -2,7 +2,7 @@
  * pageset directly so that every step is deterministic: growth on refill
  * misses, growth to hold a free burst, free_high drains of orders 1..3 (and
  * none for orders 4..6),
- * decay by 1/8 toward high_min, shrinking under memory pressure, and the
+ * decay by 1/8 toward high_min (at once when idle), shrinking under memory pressure, and the
  * manual mode (fixed high) in which none of that happens; then the
  * counters in the JSON report. */
 #include <stdio.h>
@@ -87,6 +87,7 @@ int main(void) {
     int ticks = 0;
     while (st().high > st().high_min && ticks < 100) {
         struct pageset_stats e = st();
+        pageset_mark_used(0); /* in use: the kernel's 1/8 step */
         pageset_decay_on(0);
         struct pageset_stats f = st();
         long want = e.high - e.high / 8;
@@ -98,6 +99,21 @@ int main(void) {
         ticks++;
     }
     EXPECT(st().high == st().high_min, "decay did not reach high_min in %d ticks", ticks);
+
+    /* 3b. idle: a pageset that served nothing for a whole interval drops to
+     * high_min at once (the first tick after the burst is still a 1/8 step) */
+    EXPECT(take((int)(4 * st().high_min), 0) == 0, "alloc");
+    give_back(0);
+    struct pageset_stats i0 = st();
+    EXPECT(i0.high > i0.high_min + i0.high_min / 4, "burst did not grow high (%ld)", i0.high);
+    pageset_decay_on(0);
+    struct pageset_stats i1 = st();
+    EXPECT(i1.high > i1.high_min && i1.high < i0.high, "busy decay from %ld gave %ld", i0.high, i1.high);
+    pageset_decay_on(0);
+    struct pageset_stats i2 = st();
+    EXPECT(i2.high == i2.high_min && i2.count <= i2.high_min,
+           "idle decay from %ld gave high %ld count %ld (high_min %ld)", i1.high, i2.high, i2.count,
+           i2.high_min);
 
     /* 4. pressure: every free shrinks high toward high_min and drains */
     EXPECT(take((int)(4 * st().high_min), 0) == 0, "alloc");

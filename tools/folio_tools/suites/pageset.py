@@ -18,8 +18,10 @@ the time and RSS columns.  Workloads:
 
 The micro workloads do a fixed amount of work, cut short after a few seconds
 for an allocator that is far slower (glibc), so their time is reported per
-operation.  Their final RSS is measured by the program after 1.5 idle seconds
-(0.25 with --quick).  The suite's own table is the seed's: time,
+operation.  Their final RSS is measured by the program after 3.5 idle seconds
+(0.25 with --quick): long enough for an idle pageset to decay (one busy and one
+idle decay tick, 1 s apart) and for the zone to purge what it drained (the
+1 s purge delay).  The suite's own table is the seed's: time,
 zone-lock contention, pages taken from the zone and free_high drains relative
 to folio-fixed, the highest pageset high seen, peak and final RSS.
 """
@@ -58,7 +60,7 @@ WORKLOADS = [
         "prodcons", "1 producer thread mallocs 16-32 KiB buffers, writes a line per page, "
                     "hands them to 1 consumer thread that frees them (up to 256 in flight)",
         TIME_PER_OP, "pageset_prodcons",
-        ["--buffers", "1000000", "--max-seconds", "3", "--settle", "1.5"],
+        ["--buffers", "1000000", "--max-seconds", "3", "--settle", "3.5"],
         ["--buffers", "200000", "--max-seconds", "0.5", "--settle", "0.25"],
         [OPS, RSS_END, RSS_FINAL], est_s=4.0),
     Workload(
@@ -66,7 +68,7 @@ WORKLOADS = [
                 "each page, free the burst; 20 waves with 20 ms idle between them",
         TIME_PER_OP, "pageset_pool",
         ["--threads", "4", "--tasks", "60000", "--waves", "20", "--idle-ms", "20",
-         "--max-seconds", "3", "--settle", "1.5"],
+         "--max-seconds", "3", "--settle", "3.5"],
         ["--threads", "4", "--tasks", "12000", "--waves", "6", "--idle-ms", "20",
          "--max-seconds", "0.5", "--settle", "0.25"],
         [OPS, RSS_END, RSS_FINAL], est_s=4.0),
