@@ -97,8 +97,8 @@ def _mib(v):
 
 def seed_table(t, results):
     """Seed 003's table, one block of rows per workload."""
-    header = ["workload", "allocator", "time", "vs fixed", "zone lock contended",
-              "pages from zone", "vs fixed", "free_high drains", "vs fixed", "highest high",
+    header = ["workload", "allocator", "time", "vs fixed", "zone lock taken", "vs fixed",
+              "zone lock contended", "pages from zone", "vs fixed", "free_high drains", "vs fixed", "highest high",
               "peak RSS [MiB]", "final RSS [MiB]", "others' CPU"]
     rows, verdicts = [], []
     for r in t.rows:
@@ -131,7 +131,9 @@ def seed_table(t, results):
                 cont = fc.get("contention_pct")
                 pfz, fh = fc.get("pages_from_zone"), fc.get("free_high_drains")
                 hh = fc.get("pcp_high_highest")
+                zl = fc.get("zone_lock_acquired")
                 rows.append([r.workload.name, a, time_txt, _rel(tm, fixed_t),
+                             folio_report.fmt_count(zl), _rel(zl, fc_fixed.get("zone_lock_acquired")),
                              "-" if cont is None else f"{cont:.2f}%",
                              folio_report.fmt_count(pfz), _rel(pfz, fc_fixed.get("pages_from_zone")),
                              folio_report.fmt_count(fh), _rel(fh, fc_fixed.get("free_high_drains")),
@@ -139,7 +141,7 @@ def seed_table(t, results):
                              _busy(results, t.suite.name, r, a)])
             else:
                 rows.append([r.workload.name, a, time_txt, _rel(tm, fixed_t), "", "", "", "", "",
-                             "", _mib(peak), _mib(final), _busy(results, t.suite.name, r, a)])
+                             "", "", "", _mib(peak), _mib(final), _busy(results, t.suite.name, r, a)])
         if AUTO in r.borrowed:
             v = (r.options.get(AUTO) or {}).get("FOLIO_PCP_AUTOTUNE", "?")
             verdicts.append(f"{r.workload.name}: the folio-auto rows are the kbuild suite's folio "
@@ -151,6 +153,8 @@ def seed_table(t, results):
             bits = [f"time {100 * (auto_t / fixed_t - 1):+.1f}%"]
             if fc_fixed.get("pages_from_zone") and fa.get("pages_from_zone") is not None:
                 bits.append(f"pages from zone {100 * fa['pages_from_zone'] / fc_fixed['pages_from_zone']:.0f}% of fixed")
+            if fc_fixed.get("zone_lock_acquired") and fa.get("zone_lock_acquired") is not None:
+                bits.append(f"zone lock taken {100 * fa['zone_lock_acquired'] / fc_fixed['zone_lock_acquired']:.0f}% of fixed")
             if fc_fixed.get("contention_pct") is not None and fa.get("contention_pct") is not None:
                 bits.append(f"contention {fc_fixed['contention_pct']:.2f}% -> {fa['contention_pct']:.2f}%")
             sp = max([x for x in (r.primary(AUTO).spread, r.primary(FIXED).spread) if x is not None],
@@ -161,6 +165,7 @@ def seed_table(t, results):
     notes = [
         "time: kbuild real time; prodcons and pool time per buffer/block (medians). "
         "'vs fixed': the value relative to folio-fixed (100% = the same).",
+        "zone lock taken: zone_lock_acquired (lock holds); "
         "zone lock contended: zone_lock_contended / zone_lock_acquired from folio's report; "
         "pages from zone, free_high drains: folio's counters (kbuild: summed over every process "
         "of the build); highest high: the largest pageset high any CPU reached (kbuild: any "
