@@ -282,7 +282,12 @@ struct class_info {
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);
-unsigned size_class(size_t n); /* n <= SMALL_MAX */
+/* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
+static inline unsigned size_class(size_t n) {
+    if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
+    unsigned k = 63u - (unsigned)__builtin_clzll(n - 1); /* n in (2^k, 2^(k+1)] */
+    return 8u + (k - 7u) * 8u + (unsigned)(((n - 1) >> (k - 3)) & 7u);
+}
 
 /* ---------------------------------------------------------------- slab (objects) */
 struct heap_counts {

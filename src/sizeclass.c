@@ -11,12 +11,6 @@
 struct class_info classes[NCLASSES];
 uint8_t class_of_small[65];
 
-unsigned size_class(size_t n) {
-    if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
-    unsigned k = 63u - (unsigned)__builtin_clzll(n - 1); /* n in (2^k, 2^(k+1)] */
-    return 8u + (k - 7u) * 8u + (unsigned)(((n - 1) >> (k - 3)) & 7u);
-}
-
 static uint32_t class_size(unsigned c) {
     if (c < 8) return (c + 1) * 16;
     unsigned k = 7 + (c - 8) / 8, sub = (c - 8) % 8;

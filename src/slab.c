@@ -58,9 +58,11 @@ static uint32_t collect(struct span *s) {
 }
 
 /* Return a slab's pages: to the heap's small cache of empty slabs, or to the
- * page heap. */
+ * page heap.  A cached slab keeps its pages mapped to its descriptor (kind
+ * SPAN_TAKEN, so a stale free of one of its objects is still caught as an
+ * invalid pointer): reusing it for the next slab then skips unmapping and
+ * remapping every page. */
 static void retire(struct heap *h, struct span *s) {
-    span_map_pages(s, NULL, s->page_idx, s->npages);
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
@@ -70,7 +72,19 @@ static void retire(struct heap *h, struct span *s) {
         h->nr_empty++;
         return;
     }
+    span_map_pages(s, NULL, s->page_idx, s->npages);
     page_free(s);
+}
+
+/* Give every slab in the heap's empty cache back to the page heap. */
+static void empty_cache_drain(struct heap *h) {
+    while (h->empty) {
+        struct span *s = h->empty;
+        h->empty = s->next;
+        span_map_pages(s, NULL, s->page_idx, s->npages);
+        page_free(s);
+    }
+    h->nr_empty = 0;
 }
 
 /* Put the exhausted slab s on its bin's full list.  Fails (false) when
@@ -97,12 +111,15 @@ static void unfull(struct bin *b, struct span *s) {
                                             memory_order_relaxed);
 }
 
-/* Carve up to a page's worth of never-used objects onto s->free. */
+/* Carve never-used objects onto s->free: a page's worth, but at least 8
+ * (the whole slab of the classes of 4 KiB and up, which would otherwise take
+ * the slow path on every allocation; their first pages are touched a little
+ * earlier than their owner would touch them). */
 static void extend(struct span *s) {
     size_t size = s->obj_size;
     size_t left = (size_t)(s->bump_end - s->bump) / size;
     size_t k = PAGE_SIZE / size;
-    if (k < 1) k = 1;
+    if (k < 8) k = 8;
     if (k > left) k = left;
     char *p = s->bump;
     for (size_t i = 0; i + 1 < k; i++) ((void **)(p + i * size))[0] = p + (i + 1) * size;
@@ -121,6 +138,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
             h->nr_empty--;
             break;
         }
+    bool mapped = s != NULL; /* from the cache: its pages still map to it */
     if (!s) {
         s = page_alloc(ci->pages, 1);
         if (!s) return NULL;
@@ -138,8 +156,12 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->next = s->prev = NULL;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
-    span_set_kind(s, SPAN_SLAB);
-    span_map_pages(s, s, s->page_idx, s->npages); /* release: publishes the fields above */
+    if (mapped) {
+        __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
+    } else {
+        span_set_kind(s, SPAN_SLAB);
+        span_map_pages(s, s, s->page_idx, s->npages); /* release: publishes the fields above */
+    }
     return s;
 }
 
@@ -333,12 +355,7 @@ static void heap_abandon(struct heap *h) {
             lock_release(&abandoned_lock);
         }
     }
-    while (h->empty) {
-        struct span *s = h->empty;
-        h->empty = s->next;
-        page_free(s);
-    }
-    h->nr_empty = 0;
+    empty_cache_drain(h);
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         dead_counts.small_allocs += h->bins[c].allocs;
@@ -418,12 +435,7 @@ void heap_counts(struct heap_counts *hc) {
 void heap_trim_current(void) {
     struct heap *h = tl_heap;
     if (!h) return;
-    while (h->empty) {
-        struct span *s = h->empty;
-        h->empty = s->next;
-        page_free(s);
-    }
-    h->nr_empty = 0;
+    empty_cache_drain(h);
 }
 
 void heap_lock_all(void) {
