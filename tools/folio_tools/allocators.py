@@ -8,7 +8,8 @@ never replaced by another.
 
 Variants: an allocator with extra environment variables, compared as an
 allocator of its own.  Built in: ``folio-fixed`` (pageset ``high`` fixed,
-``FOLIO_PCP_AUTOTUNE=0``) and ``folio-auto`` (auto-tuned, ``FOLIO_PCP_AUTOTUNE=1``).
+``FOLIO_PCP_AUTOTUNE=0``), ``folio-auto`` (auto-tuned, ``FOLIO_PCP_AUTOTUNE=1``) and
+``folio-nokeep`` (no purge delay, no huge-extent cache: every free goes back to the kernel).
 Any other is written ``NAME=BASE:VAR=VALUE[:VAR=VALUE...]`` in ``--allocators``,
 e.g. ``folio-nopurge=folio:FOLIO_PURGE_THREAD=0`` or ``je-bg=jemalloc:MALLOC_CONF=background_thread:true``
 (values cannot contain ``:`` or ``,``).
@@ -48,6 +49,8 @@ DEFAULT = ["folio", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
 VARIANTS = {
     "folio-fixed": ("folio", {"FOLIO_PCP_AUTOTUNE": "0"}),
     "folio-auto": ("folio", {"FOLIO_PCP_AUTOTUNE": "1"}),
+    # freed memory goes back to the kernel at once: the fault path itself, like for like
+    "folio-nokeep": ("folio", {"FOLIO_PURGE_DELAY_MS": "0", "FOLIO_HUGE_CACHE_MIB": "0"}),
 }
 
 
