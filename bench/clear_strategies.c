@@ -12,14 +12,18 @@
  * each strategy in a rotated order: prepare the window (hot: memset to 1;
  * cold: folio's non-temporal clear), then time clearing it in blocks of the
  * size; a measurement repeats such rounds until >= 32 MiB (full run: 64 MiB)
- * were cleared, and is the median round (bursts of other processes' load hit
- * single rounds).  Up to 64 MiB one untimed round with the same strategy
- * comes first: on this kind of CPU a strategy runs slower over lines another
- * one left (rep stosb after non-temporal stores: 6-11 instead of 19 GB/s at
- * 16 MiB), so every column is its strategy's steady state.  Windows: hot
- * max(size, 256 KiB) (in L2), cold max(size, 1 MiB).  Reported: the median
- * over repetitions.  The engine warms up (explores) with 24 untimed clears
- * per size and state before the first timed one.
+ * were cleared, at least 3 rounds up to 256 MiB and 2 above, and is the
+ * median round (bursts of other processes' load hit single rounds).  Untimed
+ * rounds with the same strategy come first, up to 128 MiB until the rate
+ * stops rising (at most 10), above one: on this kind of CPU a strategy runs
+ * slower over lines another one left (rep stosb after non-temporal stores:
+ * for 1 round at 16 MiB, 3-10 at 32-64 MiB), so every column is its
+ * strategy's steady state.  Windows: hot max(size, 256 KiB) (in L2), cold
+ * max(size, 1 MiB).  Reported: the median over repetitions, and "paired":
+ * the median over repetitions of engine / the best strategy in the same
+ * repetition.  The engine warms up (explores) with 60 untimed clears per
+ * size and state (36 from 128 MiB, 18 from 512 MiB) before the first timed
+ * one.
  *
  * Output: readable tables, then one line `clear_strategies_json {...}`. */
 #include "bench.h"
@@ -93,32 +97,47 @@ static int do_clear(int k, char *p, size_t n, int cold)
 	return strat_id[k];
 }
 
+/* One round: prepare the window, clear it in blocks of s, GB/s. */
+static double round_gbps(char *pool, size_t w, size_t s, int cold, int k, int si, int record)
+{
+	prepare(pool, w, cold);
+	fence();
+	double t0 = bench_now();
+	for (size_t off = 0; off + s <= w; off += s) {
+		int used = do_clear(k, pool + off, s, cold);
+		if (record && used >= 0 && used < 16)
+			choice_count[si][cold][used]++;
+	}
+	fence();
+	return (double)w / (bench_now() - t0) / 1e9;
+}
+
 /* GB/s of strategy k at size s, hot or cold. */
 static double measure(char *pool, size_t s, int cold, int k, int si, int record)
 {
 	size_t w = cold ? (s > (1u << 20) ? s : (1u << 20)) : (s > (256u << 10) ? s : (256u << 10));
-	size_t rounds = volume / w;
-	if (rounds < 1)
-		rounds = 1;
-	/* one untimed round first up to 64 MiB: a strategy is slower over lines
-	 * another strategy left than over its own (steady state is measured) */
-	size_t warm = s <= ((size_t)64 << 20) ? 1 : 0;
-	static double rate[MAXROUNDS];
+	size_t rounds = volume / w, big = (size_t)128 << 20;
+	size_t min_rounds = s <= 2 * big ? 3 : 2; /* one 1 GiB clear is too noisy to stand alone */
+	if (rounds < min_rounds)
+		rounds = min_rounds;
 	if (rounds > MAXROUNDS)
 		rounds = MAXROUNDS;
-	for (size_t r = 0; r < warm + rounds; r++) {
-		prepare(pool, w, cold);
-		fence();
-		double t0 = bench_now();
-		for (size_t off = 0; off + s <= w; off += s) {
-			int used = do_clear(k, pool + off, s, cold);
-			if (record && r >= warm && used >= 0 && used < 16)
-				choice_count[si][cold][used]++;
-		}
-		fence();
-		if (r >= warm)
-			rate[r - warm] = (double)w / (bench_now() - t0) / 1e9;
+	/* untimed rounds first, up to 128 MiB until the rate stops rising by
+	 * more than 1/16 (at most 10): a strategy is slower over lines another
+	 * strategy left than over its own, for 1 round at 16 MiB but for 3-10 at
+	 * 32-64 MiB (the last-level cache takes that long to hold the window
+	 * again), so each column is its strategy's steady state.  Above: one. */
+	int warm_max = s <= big ? 10 : 1;
+	double prev = 0;
+	for (int i = 0; i < warm_max; i++) {
+		double g = round_gbps(pool, w, s, cold, k, si, 0);
+		if (i > 0 && g * 16 <= prev * 17)
+			break;
+		prev = g;
 	}
+	static double rate[MAXROUNDS];
+	for (size_t r = 0; r < rounds; r++)
+		rate[r] = round_gbps(pool, w, s, cold, k, si, record);
 	/* the median round: a burst of the other tenants' load hits some rounds */
 	qsort(rate, rounds, sizeof(double), cmpd);
 	return rounds % 2 ? rate[rounds / 2] : (rate[rounds / 2 - 1] + rate[rounds / 2]) / 2;
@@ -147,6 +166,22 @@ static double med(int nreps, int si, int cold, int k)
 	double v[MAXREPS];
 	for (int r = 0; r < nreps; r++)
 		v[r] = gbps[r][si][cold][k];
+	return median_of(v, nreps);
+}
+
+/* The engine against the best strategy (by median) of the row, paired: the
+ * median over repetitions of engine / that strategy in the same repetition
+ * (both measured within a fraction of a second of each other, so a slow
+ * period of the machine hits both). */
+static double paired(int nreps, int si, int cold)
+{
+	int best = 0;
+	double bv = -1, v[MAXREPS];
+	for (int k = 0; k < 6; k++)
+		if (med(nreps, si, cold, k) > bv)
+			bv = med(nreps, si, cold, k), best = k;
+	for (int r = 0; r < nreps; r++)
+		v[r] = gbps[r][si][cold][best] > 0 ? gbps[r][si][cold][6] / gbps[r][si][cold][best] : 0;
 	return median_of(v, nreps);
 }
 
@@ -236,17 +271,20 @@ int main(int argc, char **argv)
 	clear_hint(pool, 1u << 20, H_HOT);
 	tc = bench_now() - tc;
 
-	/* warm the engine up (its online exploration: a trial of 3 clears per
-	 * candidate) before timing it, one thread, then threads allowed */
+	/* warm the engine up (its online exploration: a trial of 3-12 clears
+	 * per candidate) before timing it: 40 clears on one thread (24 from
+	 * 128 MiB, 12 from 512 MiB), then half as many with threads allowed */
 	for (int si = 0; si < ns; si++)
-		for (int cold = 0; cold < 2; cold++)
-			for (int i = 0; i < 24; i++) {
-				size_t s = sizes[si];
+		for (int cold = 0; cold < 2; cold++) {
+			size_t s = sizes[si];
+			int n1 = s >= ((size_t)512 << 20) ? 12 : s >= ((size_t)128 << 20) ? 24 : 40;
+			for (int i = 0; i < n1 + n1 / 2; i++) {
 				if ((!cold && s > (size_t)hot_max) || s < (256u << 10))
 					continue;
 				prepare(pool, s, cold);
-				clear_hint(pool, s, (cold ? H_COLD : H_HOT) | (i < 12 ? H_ONE_THREAD : 0));
+				clear_hint(pool, s, (cold ? H_COLD : H_HOT) | (i < n1 ? H_ONE_THREAD : 0));
 			}
+		}
 	double t0 = bench_now();
 	for (int r = 0; r < reps; r++)
 		for (int si = 0; si < ns; si++)
@@ -270,7 +308,7 @@ int main(int argc, char **argv)
 		printf("%8s", "size");
 		for (int k = 0; k < NSTRAT; k++)
 			printf(" %9s", strat_label[k]);
-		printf("  %-7s %s\n", "choice", "engine/best");
+		printf("  %-7s %s %s\n", "choice", "engine/best", "paired");
 		for (int si = 0; si < ns; si++) {
 			if (med((int)reps, si, cold, 1) < 0)
 				continue; /* not measured (--hot-max) */
@@ -283,8 +321,8 @@ int main(int argc, char **argv)
 				printf(" %9.2f", v);
 			}
 			int ch = top_choice(si, cold);
-			printf("  %-7s %.3f\n", ch >= 0 ? clear_name(ch) : "-",
-			       med((int)reps, si, cold, 6) / best);
+			printf("  %-7s %11.3f %6.3f\n", ch >= 0 ? clear_name(ch) : "-",
+			       med((int)reps, si, cold, 6) / best, paired((int)reps, si, cold));
 		}
 		printf("\n");
 	}
@@ -349,7 +387,9 @@ int main(int argc, char **argv)
 				if (v > hi)
 					hi = v;
 			}
-			printf("], \"engine_spread\": %.3f", med((int)reps, si, cold, 6) > 0 ?
+			printf("], \"paired\": %.4f", med((int)reps, si, cold, 1) < 0 ? -1.0 :
+			       paired((int)reps, si, cold));
+			printf(", \"engine_spread\": %.3f", med((int)reps, si, cold, 6) > 0 ?
 				(hi - lo) / med((int)reps, si, cold, 6) : 0.0);
 			printf(", \"min\": [");
 			for (int k = 0; k < NSTRAT; k++) {

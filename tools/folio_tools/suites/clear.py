@@ -137,7 +137,8 @@ def _rows(data):
     for r in data["rows"]:
         g = {n: (v if v is not None and v >= 0 else None) for n, v in zip(names, r["gbps"])}
         out[(r["size"], r["state"])] = {"gbps": g, "choice": r["choice"],
-                                        "spread": r.get("engine_spread")}
+                                        "spread": r.get("engine_spread"),
+                                        "paired": r.get("paired")}
     return out
 
 
@@ -171,7 +172,8 @@ def strategy_tables(t, results):
     names = data["strategies"]
     reps = data.get("reps")
     method = (f"GB/s, median of {reps} repetitions (each the median of its timed rounds of >= "
-              f"32 MiB in all), strategies interleaved; hot: the destination "
+              f"32 MiB in all, at least 3 up to 128 MiB, after untimed rounds of the same "
+              f"strategy until its rate stops rising), strategies interleaved; hot: the destination "
               "was just written (dirty lines in the cache); cold: its lines were evicted by "
               "non-temporal stores first. Every strategy runs on the calling thread only, except "
               "engine_mt (the engine allowed to split a clear across threads). 1 GiB cannot be "
@@ -205,7 +207,7 @@ def strategy_tables(t, results):
                  "engine"], rb, []))
     # (c) every strategy and the engine
     strat = [n for n in names if n not in ("engine", "engine_mt")]
-    worst = {}
+    worst, worst_p = {}, {}
     for state in ("hot", "cold"):
         rc = []
         for (size, st), r in sorted(rows.items()):
@@ -218,21 +220,30 @@ def strategy_tables(t, results):
             ratio = g["engine"] / best if best and g.get("engine") else None
             if ratio is not None:
                 worst[state] = min(worst.get(state, 9), ratio)
+            pr = r.get("paired")
+            pr = pr if pr is not None and pr >= 0 else None
+            if pr is not None:
+                worst_p[state] = min(worst_p.get(state, 9), pr)
             sp = r.get("spread")
             rc.append([_text(size)] + [_f(g.get(n)) for n in strat] +
                       [_f(g.get("engine")), r["choice"], best_name,
                        "-" if ratio is None else f"{ratio:.3f}",
+                       "-" if pr is None else f"{pr:.3f}",
                        "-" if sp is None else f"{100 * sp:.0f}%", _f(g.get("engine_mt"))])
         notes = []
         if state in worst:
             notes.append(f"engine/best: the engine's GB/s over the best strategy's of that row "
                          f"(every strategy, including pages and memset); lowest here "
-                         f"{worst[state]:.3f}. engine spread: (max-min)/median of the engine's "
+                         f"{worst[state]:.3f}. paired: the median over repetitions of the "
+                         f"engine's GB/s over that best strategy's in the same repetition (both "
+                         f"measured within a second, so a slow spell of this shared machine hits "
+                         f"both); lowest here {worst_p.get(state, 0):.3f}. engine spread: "
+                         f"(max-min)/median of the engine's "
                          f"repetitions (the noise of this machine: 'engine' and 'engine_mt' run "
                          f"the same code below the threads' threshold).")
         out.append((f"clear (c): every strategy and the engine's choice, {state} destination",
                     ["size"] + strat + ["engine", "choice", "best", "engine/best",
-                                        "engine spread", "engine_mt"],
+                                        "paired", "engine spread", "engine_mt"],
                     rc, notes + (_calibration_note(data) if state == "cold" else [])))
     # (d): what folio's calloc did in the runs of this suite
     rd = []
