@@ -20,7 +20,14 @@
 #include "check.h"
 #include "api.h"
 
-enum op { OP_FREE, OP_DOUBLE_FREE, OP_REALLOC, OP_VALID };
+enum op { OP_FREE, OP_DOUBLE_FREE, OP_REALLOC, OP_VALID, OP_RETIRED_FREE };
+
+/* OP_RETIRED_FREE: several slabs of objects, all but the last freed (the
+ * first slabs go back to the heap's cache of empty slabs), then the first
+ * one freed again. */
+#define RETIRED_SIZE 20000
+#define RETIRED_N 40 /* several slabs of the 20 KiB class (12 objects each) */
+static void *retired[RETIRED_N];
 
 struct bad_case {
     const char *name;
@@ -47,6 +54,11 @@ static void do_op(const struct bad_case *c)
         (void)OPAQUE(q);
         break;
     }
+    case OP_RETIRED_FREE:
+        for (int i = 0; i < RETIRED_N - 1; i++)
+            free(OPAQUE(retired[i]));
+        free(p);
+        break;
     case OP_VALID: {
         void *q = realloc(p, 5000);
         CHECK(q != NULL, "valid realloc in the control child failed");
@@ -196,6 +208,20 @@ int main(void)
                               "free(): double free"};
     expect_abort(&dbl100);
 
+#ifndef FOLIO_TEST_GLIBC
+    /* a free into a slab that was emptied and retired: objects of one class
+     * fill several slabs, all but the last are freed, then the first again
+     * (folio keeps a retired slab's pages mapped to it while its heap caches
+     * it, so this checks that the lookup still refuses it) */
+    for (int i = 0; i < RETIRED_N; i++) {
+        retired[i] = malloc(OPAQUE((size_t)RETIRED_SIZE));
+        CHECK(retired[i] != NULL, "malloc(%d)", RETIRED_SIZE);
+    }
+    struct bad_case retired_free = {"free into a retired empty slab", OP_RETIRED_FREE, retired[0],
+                                    "free(): invalid pointer"};
+    expect_abort(&retired_free);
+#endif
+
     /* realloc of invalid pointers. */
     struct bad_case stack_realloc = {"realloc of a stack address", OP_REALLOC, stack_buf + 128,
                                      "realloc(): invalid pointer"};
@@ -210,5 +236,9 @@ int main(void)
     free(big);
     free(d32);
     free(d100);
+#ifndef FOLIO_TEST_GLIBC
+    for (int i = 0; i < RETIRED_N; i++)
+        free(retired[i]);
+#endif
     return 0;
 }
