@@ -99,7 +99,7 @@ static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memor
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
     X(pcp_zone_min_mib, "FOLIO_PCP_ZONE_MIN_MIB", 64,                                          \
-      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / CPUs") \
+      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / CPUs allowed") \
     X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
     X(pcp_autotune, "FOLIO_PCP_AUTOTUNE", 1,                                                   \
       "1: pageset high auto-tuned between high_min and high_max (seed 003); 0: high fixed")    \

@@ -25,7 +25,9 @@
  * What the kernel's quantities mean here:
  *  - the zone size is the chunks the zone has put in use, at least
  *    FOLIO_PCP_ZONE_MIN_MIB and at most one arena (FOLIO_ARENA_MIB):
- *    high_max = zone pages / 8 / CPUs (4 to 16 MiB per CPU on 2 CPUs), so
+ *    high_max = zone pages / 8 / CPUs (the CPUs in the process's affinity
+ *    mask at start, as the kernel splits among a zone's CPUs; 4 to 16 MiB
+ *    per CPU on 2 CPUs), so
  *    caches scale with the heap; reached only by
  *    a workload that keeps missing, and decayed back to high_min within
  *    seconds once it stops;
@@ -71,6 +73,7 @@ struct pageset {
 
 static struct pageset *pagesets;
 static int nr_pagesets;
+static int nr_split; /* CPUs high_max is shared among: those this process may run on */
 static _Atomic uint64_t next_decay_ms, next_pressure_ms;
 static _Atomic int pressure;       /* ZONE_BELOW_HIGH */
 static int pressure_forced = -1;   /* tests: -1 measure, 0/1 forced */
@@ -109,7 +112,7 @@ static void size_limits(struct pageset *ps, long zone_pages) {
         ps->high_min = ps->high_max = opt.pcp_high > 0 ? opt.pcp_high : 4 * batch;
     } else {
         ps->high_min = 4 * batch;
-        long share = zone_pages / 8 / nr_pagesets;
+        long share = zone_pages / 8 / nr_split;
         ps->high_max = share > ps->high_min ? share : ps->high_min;
     }
     long h = ps->high < ps->high_min ? ps->high_min : ps->high > ps->high_max ? ps->high_max : ps->high;
@@ -144,6 +147,8 @@ void pageset_init(void) {
     pagesets = meta_alloc(sizeof(struct pageset) * (size_t)n);
     if (!pagesets) return;
     nr_pagesets = n;
+    nr_split = os_cpu_allowance();
+    if (nr_split > n) nr_split = n;
     long batch = opt.pcp_batch;
     size_t llc = os_llc_bytes();
     bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
