@@ -39,12 +39,9 @@
 
 #include "internal.h"
 
-#if defined(__x86_64__) && !defined(FOLIO_CLEAR_PORTABLE) /* PORTABLE: test the fallback */
+#if CLEAR_X86
 #include <immintrin.h>
 #include <x86intrin.h>
-#define CLEAR_X86 1
-#else
-#define CLEAR_X86 0
 #endif
 
 

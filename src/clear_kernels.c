@@ -17,12 +17,9 @@
 
 #include "internal.h"
 
-#if defined(__x86_64__) && !defined(FOLIO_CLEAR_PORTABLE) /* PORTABLE: test the fallback */
+#if CLEAR_X86
 #include <cpuid.h>
 #include <immintrin.h>
-#define CLEAR_X86 1
-#else
-#define CLEAR_X86 0
 #endif
 
 #define SMALL_CLEAR 128 /* below: a few overlapping ordinary stores */

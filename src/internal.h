@@ -332,6 +332,13 @@ struct global_counts {
 extern struct global_counts gcount;
 
 /* ---------------------------------------------------------------- clear */
+/* x86-64 kernels (rep stosb, AVX stores, non-temporal stores); elsewhere,
+ * or built with FOLIO_CLEAR_PORTABLE to test the fallback, memset only */
+#if defined(__x86_64__) && !defined(FOLIO_CLEAR_PORTABLE)
+#define CLEAR_X86 1
+#else
+#define CLEAR_X86 0
+#endif
 /* The clearing engine (clear.c): folio_clear_hint is the one path every
  * zeroing of recycled memory takes; memory known to be zero is skipped by the
  * caller and counted with clear_zero_skipped. */

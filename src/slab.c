@@ -156,12 +156,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->next = s->prev = NULL;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
-    if (mapped) {
-        __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
-    } else {
-        span_set_kind(s, SPAN_SLAB);
-        span_map_pages(s, s, s->page_idx, s->npages); /* release: publishes the fields above */
-    }
+    __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
+    if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     return s;
 }
 

@@ -91,4 +91,48 @@ void free_aligned_sized(void *p, size_t alignment, size_t size);
 }
 #endif
 
+/* Helpers for C tests (they need check.h, included first); below the
+ * macros, so that their allocations come from the allocator under test. */
+#if !defined(__cplusplus) && defined(FOLIO_TEST_CHECK_H)
+/* Everything readable from fd until EOF (a child's stderr through a pipe),
+ * NUL-terminated, from the allocator under test (free it with free);
+ * closes fd. */
+__attribute__((unused)) static char *read_all(int fd)
+{
+    size_t cap = 1 << 12, len = 0;
+    char *out = malloc(cap);
+    CHECK(out != NULL, "malloc");
+    for (;;) {
+        if (len + 1 >= cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            CHECK(out != NULL, "realloc");
+        }
+        ssize_t r = read(fd, out + len, cap - len - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    out[len] = 0;
+    close(fd);
+    return out;
+}
+
+#ifndef FOLIO_TEST_GLIBC
+/* One top-level counter of folio's JSON report. */
+__attribute__((unused)) static uint64_t report_u64(const char *key)
+{
+    static char rep[1 << 16];
+    folio_report_json(rep, sizeof rep);
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    char *s = strstr(rep, pat);
+    CHECK(s != NULL, "report has no %s", key);
+    return strtoull(s + strlen(pat), NULL, 10);
+}
+#endif
+#endif
+
 #endif

@@ -74,17 +74,6 @@ static void sweep(int strategy, unsigned hints)
 			check_one(strategy, hints, big_offs[i], big[j]);
 }
 
-static uint64_t report_u64(const char *key)
-{
-	static char rep[1 << 16];
-	folio_report_json(rep, sizeof rep);
-	char pat[96];
-	snprintf(pat, sizeof pat, "\"%s\": ", key);
-	char *s = strstr(rep, pat);
-	CHECK(s != NULL, "report has no %s", key);
-	return strtoull(s + strlen(pat), NULL, 10);
-}
-
 static int run_child(const char *self, const char *mode, char *const env_add[])
 {
 	pid_t pid = fork();

@@ -20,17 +20,6 @@
 #include "check.h"
 #include "api.h"
 
-static uint64_t report_u64(const char *key)
-{
-	static char rep[1 << 16];
-	folio_report_json(rep, sizeof rep);
-	char pat[96];
-	snprintf(pat, sizeof pat, "\"%s\": ", key);
-	char *s = strstr(rep, pat);
-	CHECK(s != NULL, "report has no %s", key);
-	return strtoull(s + strlen(pat), NULL, 10);
-}
-
 static uint64_t cleared(void)
 {
 	return report_u64("cleared_bytes_loop") + report_u64("cleared_bytes_stosb") +

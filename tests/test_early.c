@@ -129,24 +129,7 @@ int main(int argc, char **argv)
         _exit(127);
     }
     close(fds[1]);
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    CHECK(out != NULL, "malloc");
-    for (;;) {
-        if (len + 1 >= cap) {
-            cap *= 2;
-            out = realloc(out, cap);
-            CHECK(out != NULL, "realloc");
-        }
-        ssize_t r = read(fds[0], out + len, cap - len - 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    out[len] = 0;
-    close(fds[0]);
+    char *out = read_all(fds[0]);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
