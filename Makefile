@@ -1,5 +1,5 @@
 # folio: `make` builds build/libfolio.so, build/libfolio.a and checks ./folio;
-# `make test` builds and runs every test (normal, ASan+UBSan, TSan).
+# `make test` builds and runs every test (normal, ASan+UBSan, TSan, debug).
 CC      ?= cc
 CXX     ?= g++
 BUILD   := build
@@ -14,6 +14,7 @@ OPT     ?= -O2
 OBJS      := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 SAN_OBJS  := $(SRCS:src/%.c=$(BUILD)/obj-san/%.o)
 TSAN_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-tsan/%.o)
+DEBUG_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-debug/%.o)
 SANFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 TSANFLAGS := -fsanitize=thread
 
@@ -23,10 +24,14 @@ UNIT_C    := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_C:tests/%.c=$(BUILD)/tests/%) $(TEST_CC:tests/%.cc=$(BUILD)/tests/%) \
              $(UNIT_C:tests/unit/test_%.c=$(BUILD)/tests/test_unit_%)
 SAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-san/%,$(shell grep -L 'folio-test: no-sanitize' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
+# debug mode: every C test, linked with folio built with FOLIO_DEBUG (lock
+# order and zone invariants checked), standard names, statically (not
+# test_early: it is about the load order of shared libraries)
+DEBUG_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-debug/%,$(filter-out tests/test_early.c,$(TEST_C)))
 TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
 TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
 
-.PHONY: all test test-normal test-sanitize test-tsan clean bench
+.PHONY: all test test-normal test-sanitize test-tsan test-debug clean bench
 all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio
 
 folio:
@@ -38,6 +43,8 @@ $(BUILD)/obj-san/%.o: src/%.c $(HDRS) | $(BUILD)/obj-san
 	$(CC) -O1 $(LIBFLAGS) $(SANFLAGS) -DFOLIO_PREFIX -c $< -o $@
 $(BUILD)/obj-tsan/%.o: src/%.c $(HDRS) | $(BUILD)/obj-tsan
 	$(CC) -O1 $(LIBFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX -c $< -o $@
+$(BUILD)/obj-debug/%.o: src/%.c $(HDRS) | $(BUILD)/obj-debug
+	$(CC) -O1 $(LIBFLAGS) -DFOLIO_DEBUG -c $< -o $@
 
 $(BUILD)/libfolio.so: $(OBJS)
 	$(CC) -shared -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
@@ -47,8 +54,10 @@ $(BUILD)/libfolio-san.a: $(SAN_OBJS)
 	rm -f $@ && ar rcs $@ $(SAN_OBJS)
 $(BUILD)/libfolio-tsan.a: $(TSAN_OBJS)
 	rm -f $@ && ar rcs $@ $(TSAN_OBJS)
+$(BUILD)/libfolio-debug.a: $(DEBUG_OBJS)
+	rm -f $@ && ar rcs $@ $(DEBUG_OBJS)
 
-$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan:
+$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/obj-debug $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan $(BUILD)/tests-debug:
 	mkdir -p $@
 
 # normal mode: tests link the shared library, so malloc & co. are folio's
@@ -63,6 +72,8 @@ $(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tes
 	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl
 $(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h) | $(BUILD)/tests-tsan
 	$(CC) $(TESTCFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-tsan.a -ldl
+$(BUILD)/tests-debug/test_%: tests/test_%.c $(BUILD)/libfolio-debug.a $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests-debug
+	$(CC) $(TESTCFLAGS) $< -o $@ $(BUILD)/libfolio-debug.a -ldl
 
 test-normal: all $(TEST_BINS)
 	bash tests/run.sh normal
@@ -70,7 +81,9 @@ test-sanitize: $(SAN_TESTS)
 	bash tests/run.sh sanitize
 test-tsan: $(TSAN_TESTS)
 	bash tests/run.sh tsan
-test: test-normal test-sanitize test-tsan
+test-debug: $(DEBUG_TESTS)
+	bash tests/run.sh debug
+test: test-normal test-sanitize test-tsan test-debug
 
 bench: all
 	./folio bench alloc --quick

@@ -105,7 +105,7 @@ static struct {
     _Atomic uint32_t pieces;
     _Atomic int helpers, pid;
     _Atomic bool failed; /* thread creation failed: do not try again */
-} mt;
+} mt = {.lock = LOCK_INIT(LOCK_RANK_CLEAR_MT)};
 
 /* Claim and clear pieces of the current job until none is left. */
 static void mt_work(void) {
@@ -669,7 +669,7 @@ static void parse_mode(void) {
         opt.clear = 0;
 }
 
-static lock_t init_lock;
+static lock_t init_lock = LOCK_INIT(LOCK_RANK_CLEAR_INIT);
 
 static void engine_init(void) {
     folio_init();
@@ -683,6 +683,12 @@ static void engine_init(void) {
         atomic_store_explicit(&engine_state, ST_READY, memory_order_release);
     }
     lock_release(&init_lock);
+}
+
+void clear_lock_all(void) { lock_acquire(&init_lock); }
+void clear_unlock_all(bool child) {
+    if (child) lock_reset(&init_lock);
+    else lock_release(&init_lock);
 }
 
 static inline void ensure_init(void) {

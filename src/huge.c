@@ -26,7 +26,7 @@ struct huge {
     struct huge *next, *prev;
 };
 
-static lock_t huge_lock;
+static lock_t huge_lock = LOCK_INIT(LOCK_RANK_HUGE);
 static struct huge *cache_head, *cache_tail, *desc_pool;
 static size_t cached_bytes;
 static _Atomic size_t dirty_cached_bytes; /* cached and not yet purged */

@@ -63,28 +63,73 @@ extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 /* ---------------------------------------------------------------- lock */
 /* A small futex mutex: 0 unlocked, 1 locked, 2 locked with waiters.
  * lock_acquire reports whether the lock was contended so that callers can
- * count contention where it matters (the zone lock). */
+ * count contention where it matters (the zone lock).
+ *
+ * Every lock has a rank.  A thread that holds a lock only ever waits for a
+ * lock of a higher rank (locks of one rank: at higher addresses, as
+ * pageset_lock_all takes the pagesets), and the fork handler takes every
+ * lock in rank order, so no cycle of waiters can form.  A trylock never
+ * waits and may be taken in any order.  Debug builds (FOLIO_DEBUG) check
+ * this at every acquisition and end the process on a violation. */
+enum lock_rank {
+    LOCK_RANK_NONE = 0, /* a lock nobody ranked: debug builds refuse it */
+    LOCK_RANK_INIT,       /* folio_init */
+    LOCK_RANK_CLEAR_INIT, /* the clearing engine's start-up */
+    LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
+    LOCK_RANK_HEAPS,      /* the registry of thread heaps */
+    LOCK_RANK_ABANDONED,  /* slabs of exited threads */
+    LOCK_RANK_HUGE,       /* huge extents and their cache */
+    LOCK_RANK_PAGESET,    /* each per-CPU pageset */
+    LOCK_RANK_ZONE,       /* the zone's buddy lists */
+    LOCK_RANK_META,       /* the metadata reserve */
+    LOCK_RANK_COUNT
+};
 typedef struct {
     _Atomic int v;
+    int rank; /* enum lock_rank */
 } lock_t;
+#define LOCK_INIT(r) {0, (r)}
+static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
 
-static inline bool lock_try(lock_t *l) {
+#ifdef FOLIO_DEBUG
+void lockdep_acquire(lock_t *l, bool trylock); /* checks the order, records l as held */
+void lockdep_release(lock_t *l);
+void lockdep_forget(lock_t *l); /* fork child: l is reset, not released */
+#else
+static inline void lockdep_acquire(lock_t *l, bool trylock) { (void)l, (void)trylock; }
+static inline void lockdep_release(lock_t *l) { (void)l; }
+static inline void lockdep_forget(lock_t *l) { (void)l; }
+#endif
+
+static inline bool lock_try_raw(lock_t *l) {
     int e = 0;
     return atomic_compare_exchange_strong_explicit(&l->v, &e, 1, memory_order_acquire,
                                                    memory_order_relaxed);
 }
+static inline bool lock_try(lock_t *l) {
+    if (!lock_try_raw(l)) return false;
+    lockdep_acquire(l, true);
+    return true;
+}
 void lock_slow(lock_t *l);
 /* Returns true when the lock was taken without waiting. */
 static inline bool lock_acquire(lock_t *l) {
-    if (likely(lock_try(l))) return true;
+    lockdep_acquire(l, false);
+    if (likely(lock_try_raw(l))) return true;
     lock_slow(l);
     return false;
 }
 static inline void lock_release(lock_t *l) {
+    lockdep_release(l);
     if (unlikely(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
         os_futex_wake(&l->v, 1);
 }
-static inline void lock_reset(lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_relaxed); }
+/* fork child: the lock was taken by the prepare handler (or by a thread
+ * that does not exist here) */
+static inline void lock_reset(lock_t *l) {
+    lockdep_forget(l);
+    atomic_store_explicit(&l->v, 0, memory_order_relaxed);
+}
 
 /* ---------------------------------------------------------------- options */
 #define FOLIO_OPTIONS(X)                                                                       \
@@ -319,7 +364,7 @@ struct huge_stats {
 void huge_stats(struct huge_stats *st);
 
 /* ---------------------------------------------------------------- purge */
-void purge_tick(void); /* called from slow paths: purge what expired */
+void purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired */
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);
 
@@ -350,6 +395,8 @@ struct clear_stats {
     uint64_t calibration_us;                 /* 0: not calibrated (yet) */
 };
 void clear_stats(struct clear_stats *st);
+void clear_lock_all(void); /* fork: the engine's start-up lock */
+void clear_unlock_all(bool child);
 void clear_json(void (*put)(void *ctx, const char *s), void *ctx); /* the "clear" object */
 void clear_zero_skipped(size_t n);
 unsigned clear_age_hint(uint64_t freed_at_ms); /* FOLIO_CLEAR_HOT or _COLD from the free time */

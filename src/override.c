@@ -7,7 +7,7 @@
  *  - sizes above PTRDIFF_MAX and overflowing products fail with ENOMEM;
  *  - a pointer folio does not own, or a second free of a small object, ends
  *    the process with a message naming the pointer;
- *  - fork: the prepare handler takes every folio lock (in layer order), so
+ *  - fork: the prepare handler takes every folio lock in rank order, so
  *    the child starts with consistent state and can allocate. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,7 +26,7 @@
 
 _Atomic int folio_ready;
 uint64_t folio_secret;
-static lock_t init_lock;
+static lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
 
 void folio_init(void) {
     if (likely(atomic_load_explicit(&folio_ready, memory_order_acquire))) return;
@@ -86,6 +86,7 @@ void large_free(struct span *s, void *p) {
     if (likely(h)) h->large_frees++;
     else atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
     page_free(s);
+    purge_tick();
     purge_maybe_start_thread();
 }
 
@@ -410,7 +411,14 @@ EXPORT void folio_free_pages(void *p, size_t npages) {
 
 /* ---- process hooks ---- */
 
+/* Every folio lock, in rank order (internal.h): a thread in the middle of
+ * any folio operation finishes it before the fork, and no path holds a
+ * lock while waiting for a lower-ranked one, so this cannot deadlock.  The
+ * clearing engine's threaded-clear lock is not taken: its helpers do not
+ * exist in the child, which resets it (clear.c). */
 static void fork_prepare(void) {
+    lock_acquire(&init_lock);
+    clear_lock_all();
     heap_lock_all();
     huge_lock_all();
     pageset_lock_all();
@@ -423,6 +431,8 @@ static void fork_parent(void) {
     pageset_unlock_all(false);
     huge_unlock_all(false);
     heap_unlock_all(false);
+    clear_unlock_all(false);
+    lock_release(&init_lock);
 }
 static void fork_child(void) {
     meta_unlock_all(true);
@@ -430,6 +440,8 @@ static void fork_child(void) {
     pageset_unlock_all(true);
     huge_unlock_all(true);
     heap_unlock_all(true);
+    clear_unlock_all(true);
+    lock_reset(&init_lock);
     purge_after_fork_child();
 }
 

@@ -154,6 +154,7 @@ void pageset_init(void) {
     bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
     for (int i = 0; i < n; i++) {
         struct pageset *ps = &pagesets[i];
+        lock_set_rank(&ps->lock, LOCK_RANK_PAGESET);
         ps->batch = batch;
         ps->high = ps->high_lowest = ps->high_highest = 4 * batch;
         ps->flags = big_slice ? PCPF_FREE_HIGH_BATCH : 0;

@@ -12,12 +12,12 @@ struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap *
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
-static lock_t heap_lock;
+static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
 static struct heap *heaps_all, *heaps_free;
 static struct heap_counts dead_counts; /* counts of heaps whose thread exited */
 
 /* abandoned slabs, per class, waiting for a live thread to adopt them */
-static lock_t abandoned_lock;
+static lock_t abandoned_lock = LOCK_INIT(LOCK_RANK_ABANDONED);
 static struct span *abandoned[NCLASSES];
 
 static pthread_key_t heap_key;
@@ -296,6 +296,7 @@ void small_free_slow(struct span *s, void *p) {
         list_remove(&b->partial, s);
     }
     retire(h, s);
+    purge_tick();
     purge_maybe_start_thread();
 }
 

@@ -35,16 +35,32 @@ static struct zone {
     char *arena_cur, *arena_end;
     struct span *desc_pool;
     uint32_t desc_pool_n;
+    struct span *purging; /* the block being madvised outside the lock, if any */
     struct zone_stats st;
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
-} zone;
+} zone = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
     if (!lock_acquire(&zone.lock)) zone.st.lock_contended++;
     zone.st.lock_acquired++;
 }
+#ifdef FOLIO_DEBUG
+static size_t check_locked(void);
+/* debug builds: every 64th release checks every invariant above */
+static void debug_check(void) {
+    static uint64_t releases;
+    if (++releases % 64 == 0 && check_locked() != 0) {
+        os_write_err("folio: zone invariant violated\n");
+        os_fatal_ptr("zone:", &zone);
+    }
+}
+#else
+static inline void debug_check(void) {}
+#endif
+
 static void zone_unlock(void) {
+    debug_check();
     atomic_store_explicit(&zone.dirty_pages_pub, zone.st.dirty_pages, memory_order_relaxed);
     atomic_store_explicit(&zone.free_pages_pub, zone.st.free_pages, memory_order_relaxed);
     atomic_store_explicit(&zone.chunks_pub, zone.st.chunks, memory_order_relaxed);
@@ -309,7 +325,6 @@ void zone_free_span(struct span *s) {
     zone_lock();
     if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
     zone_unlock();
-    purge_tick();
 }
 
 /* Return a list of blocks (linked through ->next) in one lock hold. */
@@ -322,7 +337,6 @@ void zone_free_bulk(struct span *list) {
         if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
     }
     zone_unlock();
-    purge_tick();
 }
 
 /* The kernel sizes pagesets from the zone's managed pages.  folio's zone
@@ -406,10 +420,12 @@ size_t zone_purge(bool all, size_t budget) {
         dirty_del(d);
         zone.st.free_pages -= d->npages;
         span_set_kind(d, SPAN_PURGING);
+        zone.purging = d;
         size_t bytes = (size_t)d->npages << PAGE_SHIFT;
         zone_unlock();
         os_purge(d->start, bytes);
         zone_lock();
+        zone.purging = NULL;
         zone.st.purges++;
         zone.st.purged_bytes += bytes;
         done += bytes;
@@ -432,16 +448,27 @@ void zone_stats(struct zone_stats *st) {
 }
 
 void zone_lock_all(void) { lock_acquire(&zone.lock); }
+/* In a fork child the purger that was madvising a block outside the lock
+ * does not exist: its block goes back on the lists, as dirty (it may be
+ * partly purged), instead of being lost. */
 void zone_unlock_all(bool child) {
-    if (child) lock_reset(&zone.lock);
-    else lock_release(&zone.lock);
+    if (!child) {
+        lock_release(&zone.lock);
+        return;
+    }
+    struct span *d = zone.purging;
+    zone.purging = NULL;
+    if (d && desc_reserve(MAX_ORDER + 1)) {
+        set_head(d->chunk, d->page_idx, NULL);
+        block_insert(d->chunk, d->page_idx, d->order, false, os_now_ms(), d);
+    }
+    lock_reset(&zone.lock);
 }
 
 /* Check every zone invariant stated at the top of this file; returns the
  * number of violations (0 = consistent).  For tests and debugging. */
-size_t zone_check(void) {
+static size_t check_locked(void) {
     size_t bad = 0, pages = 0, dirty = 0;
-    zone_lock();
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
         for (unsigned t = 0; t < 2; t++)
         for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
@@ -462,6 +489,12 @@ size_t zone_check(void) {
     for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
+    return bad;
+}
+
+size_t zone_check(void) {
+    zone_lock();
+    size_t bad = check_locked();
     zone_unlock();
     return bad;
 }

@@ -6,6 +6,8 @@
 #             real programs tests/programs/*.sh under LD_PRELOAD
 #   sanitize  build/tests-san/test_*  (ASan+UBSan, folio_* names)
 #   tsan      build/tests-tsan/test_* (ThreadSanitizer, folio_* names)
+#   debug     build/tests-debug/test_* (folio built with FOLIO_DEBUG: lock
+#             order and zone invariants checked; standard names, static)
 #
 # A test exits 0 to pass, 77 to skip (something it needs is missing), any
 # other status to fail.  Each runs under `timeout` (FOLIO_TEST_TIMEOUT
@@ -22,8 +24,9 @@ case $MODE in
 normal) BIN_DIR=$BUILD/tests ;;
 sanitize) BIN_DIR=$BUILD/tests-san ;;
 tsan) BIN_DIR=$BUILD/tests-tsan ;;
+debug) BIN_DIR=$BUILD/tests-debug ;;
 *)
-    echo "usage: $0 normal|sanitize|tsan" >&2
+    echo "usage: $0 normal|sanitize|tsan|debug" >&2
     exit 2
     ;;
 esac
