@@ -32,8 +32,6 @@
  * allocation module. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,16 +125,25 @@ static void mt_work(void) {
     }
 }
 
+/* A helper sleeps on mt.wake; every HELPER_CHECK_MS without work it checks
+ * whether the program's threads are gone, and leaves if so (bg.c). */
+#define HELPER_CHECK_MS 250
+
 static void *mt_helper(void *arg) {
     int seen = (int)(intptr_t)arg;
+    bg_enter();
     for (;;) {
         int w;
-        while ((w = atomic_load_explicit(&mt.wake, memory_order_acquire)) == seen)
-            os_futex_wait(&mt.wake, seen);
+        while ((w = atomic_load_explicit(&mt.wake, memory_order_acquire)) == seen) {
+            os_futex_wait_ms(&mt.wake, seen, HELPER_CHECK_MS);
+            if (atomic_load_explicit(&mt.wake, memory_order_acquire) == seen && bg_program_gone()) {
+                bg_leave();
+                return NULL;
+            }
+        }
         seen = w;
         mt_work();
     }
-    return NULL;
 }
 
 static int mt_cpus = 1; /* CPUs this process may run on, read at engine start */
@@ -155,25 +162,13 @@ static int mt_wanted(void) {
  * the engine hold no folio lock. */
 static void mt_start(void) {
     int want = mt_wanted() - 1;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     while (mt.helpers < want) {
-        pthread_attr_t attr;
-        pthread_t t;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 64 * 1024);
-        int wake = atomic_load(&mt.wake);
-        int rc = pthread_create(&t, &attr, mt_helper, (void *)(intptr_t)wake);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
+        if (!bg_start(mt_helper, (void *)(intptr_t)atomic_load(&mt.wake))) {
             mt.failed = true;
             break;
         }
         mt.helpers++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* The helpers belong to the process that started them: in a fork child

@@ -58,6 +58,12 @@ size_t os_cache_size(int level);   /* data/unified cache of that level (1..3) of
 int os_cpu_allowance(void);        /* CPUs this process may run on (affinity mask), at least 1 */
 size_t os_read_file(const char *path, char *buf, size_t len); /* NUL-terminated; 0 on error */
 size_t os_llc_bytes(void);                                    /* last-level cache size, 0 if unknown */
+int os_gettid(void);
+/* 1 if some thread of this process that is not in tids[0..n) is alive (not
+ * exited), 0 if none is, -1 if /proc cannot tell */
+int os_other_threads_alive(const _Atomic int *tids, int n);
+/* like os_futex_wait, but gives up after ms milliseconds */
+void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 
 /* ---------------------------------------------------------------- lock */
@@ -363,10 +369,24 @@ struct huge_stats {
 };
 void huge_stats(struct huge_stats *st);
 
+/* ---------------------------------------------------------------- bg */
+/* folio's own threads (the purger, the clearing helpers).  They block every
+ * signal, so a signal meant for the process always reaches a thread of the
+ * program, and each leaves once bg_program_gone() says the program's own
+ * threads have all exited: then the last of them exits as the program's
+ * last thread would have (glibc's exit(0)), so folio never keeps a process
+ * alive. */
+bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack, all signals blocked */
+void bg_enter(void);        /* first thing a background thread does */
+void bg_leave(void);        /* last thing it does */
+bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
+void bg_after_fork_child(void);
+
 /* ---------------------------------------------------------------- purge */
 void purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired */
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);
+void purge_note_thread_exit(void); /* a thread of the program is exiting */
 
 /* ---------------------------------------------------------------- stats */
 struct global_counts {

@@ -284,3 +284,76 @@ int os_cpu_allowance(void) {
     int n = CPU_COUNT(&set);
     return n > 0 ? n : 1;
 }
+
+int os_gettid(void) { return (int)syscall(SYS_gettid); }
+
+void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms) {
+    struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+/* The state letter of a /proc stat line ("pid (comm) S ..."): after the
+ * last ')', since comm may hold anything. */
+static char stat_state(const char *buf) {
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+static bool listed(const _Atomic int *tids, int n, int tid) {
+    for (int i = 0; i < n; i++)
+        if (atomic_load_explicit(&tids[i], memory_order_relaxed) == tid) return true;
+    return false;
+}
+
+/* Threads count in /proc/self/stat's num_threads (field 20) until they are
+ * reaped; only the main thread stays, as a zombie, after it exits while
+ * others run.  So more than one thread beyond tids is enough to say yes
+ * without reading each thread's state. */
+int os_other_threads_alive(const _Atomic int *tids, int n) {
+    char buf[1024];
+    if (!os_read_file("/proc/self/stat", buf, sizeof buf)) return -1;
+    const char *p = strrchr(buf, ')');
+    if (!p) return -1;
+    int field = 2;
+    long threads = -1;
+    for (; *p; p++)
+        if (*p == ' ' && ++field == 20) {
+            threads = strtol(p + 1, NULL, 10);
+            break;
+        }
+    if (threads < 0) return -1;
+    int ours = 0;
+    for (int i = 0; i < n; i++) ours += atomic_load_explicit(&tids[i], memory_order_relaxed) != 0;
+    if (threads >= ours + 2) return 1;
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int alive = 0;
+    char dents[2048];
+    long got;
+    while (!alive && (got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
+        for (long off = 0; off < got && !alive;) {
+            struct {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (void *)(dents + off);
+            off += d->reclen;
+            if (d->name[0] < '0' || d->name[0] > '9') continue;
+            int tid = atoi(d->name);
+            if (listed(tids, n, tid)) continue;
+            char path[64] = "/proc/self/task/";
+            size_t len = strlen(path), k = strlen(d->name);
+            if (k > 20) continue;
+            memcpy(path + len, d->name, k);
+            strcpy(path + len + k, "/stat");
+            if (!os_read_file(path, buf, sizeof buf)) continue; /* reaped meanwhile */
+            char st = stat_state(buf);
+            alive = st != 'Z' && st != 'X' && st != 'x';
+        }
+    }
+    close(fd);
+    if (got < 0) return -1;
+    return alive;
+}

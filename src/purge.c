@@ -4,11 +4,9 @@
  * freed (cheap reuse) and is then madvised away (RSS falls).  The work runs
  * from allocation slow paths at most once per quarter delay, and, once enough
  * memory waits, from one background thread, so a program that frees a large
- * working set and goes quiet still sees its RSS fall. */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <signal.h>
-
+ * working set and goes quiet still sees its RSS fall.  That thread leaves
+ * when the program's threads are gone (bg.c); it is not restarted in that
+ * process, since nothing can allocate any more. */
 #include "internal.h"
 
 /* dirty free memory that justifies a background purger */
@@ -46,13 +44,42 @@ void purge_tick(void) {
     purge_now((size_t)64 << 20);
 }
 
+/* The purger sleeps a tick at a time on purge_wake; a program thread that
+ * exits wakes it early (purge_note_thread_exit), and it then looks every
+ * few milliseconds for a while, so a program whose last thread just
+ * exited ends at once, not a tick later. */
+static _Atomic int purge_wake;
+#define EXIT_POLL_MS 2
+#define EXIT_POLLS 50
+
 static void *purge_main(void *arg) {
     (void)arg;
+    bg_enter();
+    int polls = 0;
+    uint64_t next = os_now_ms() + tick_interval();
     for (;;) {
-        os_sleep_ms((unsigned)tick_interval());
-        purge_now(0);
+        uint64_t now = os_now_ms();
+        unsigned wait = now < next ? (unsigned)(next - now) : 1;
+        if (polls && wait > EXIT_POLL_MS) wait = EXIT_POLL_MS;
+        int w = atomic_load_explicit(&purge_wake, memory_order_acquire);
+        os_futex_wait_ms(&purge_wake, w, wait);
+        if (atomic_load_explicit(&purge_wake, memory_order_acquire) != w) polls = EXIT_POLLS;
+        else if (polls) polls--;
+        if (bg_program_gone()) break;
+        now = os_now_ms();
+        if (now >= next) {
+            purge_now(0);
+            next = now + tick_interval();
+        }
     }
-    return NULL;
+    bg_leave();
+    return NULL; /* the program's threads are gone: glibc ends the process */
+}
+
+void purge_note_thread_exit(void) {
+    if (atomic_load_explicit(&purge_thread_state, memory_order_relaxed) != 1) return;
+    atomic_fetch_add_explicit(&purge_wake, 1, memory_order_release);
+    os_futex_wake(&purge_wake, 1);
 }
 
 /* Called with no folio lock held (thread creation allocates). */
@@ -62,20 +89,11 @@ void purge_maybe_start_thread(void) {
     if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG && !pageset_grown()) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_t t;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    if (pthread_create(&t, &attr, purge_main, NULL) != 0) opt.purge_thread = 0;
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!bg_start(purge_main, NULL)) atomic_store(&purge_thread_state, 2); /* never again */
 }
 
 void purge_after_fork_child(void) {
     atomic_store(&purge_thread_state, 0);
     atomic_store(&purging, 0);
+    bg_after_fork_child();
 }

@@ -376,6 +376,7 @@ static void heap_thread_exit(void *arg) {
         tl_heap = NULL;
         heap_abandon(h);
     }
+    purge_note_thread_exit();
 }
 
 /* Retire abandoned slabs whose objects have all been freed (called from the

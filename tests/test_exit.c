@@ -1,0 +1,219 @@
+/* test_exit: folio's own threads never keep a process alive and never hold
+ * its signals.
+ *
+ * Each case runs as a fresh process (this program re-executed with the
+ * case's name), so folio starts from nothing with the case's environment:
+ *
+ *   exit-purger     main allocates and frees enough to start the background
+ *                   purger (checked: the process has 2 threads), then calls
+ *                   pthread_exit: the process must exit 0 at once
+ *   exit-quiet      main calls pthread_exit without allocating
+ *   exit-helpers    as exit-purger, with the clearing engine's helper
+ *                   threads started by a threaded calloc
+ *   exit-last       main calls pthread_exit while a thread still works;
+ *                   that thread's return ends the process with status 0
+ *   exit-status     main calls pthread_exit; the other thread calls exit(3)
+ *   term-pause      purger started, main waits in pause(): SIGTERM ends it
+ *   term-exited     purger started, main called pthread_exit, a thread
+ *                   waits in pause(): SIGTERM ends the process
+ *
+ * A process that does not end within LIMIT seconds fails the test. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "api.h"
+
+#define LIMIT 5.0 /* seconds a case's process may take to end */
+
+static int threads_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/* Dirty free memory well above the purger's 2 MiB start threshold, then
+ * wait until its thread shows up. */
+static void start_purger(void)
+{
+    enum { N = 16 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(OPAQUE((size_t)1 << 20));
+        CHECK(p[i] != NULL, "malloc(1 MiB)");
+        memset(p[i], 0x5a, (size_t)1 << 20);
+    }
+    for (int i = 0; i < N; i++)
+        free(OPAQUE(p[i]));
+    void *q = malloc(OPAQUE((size_t)100)); /* a slow path after the frees */
+    free(OPAQUE(q));
+    double until = now_sec() + 2;
+    while (threads_now() < 2 && now_sec() < until)
+        usleep(1000);
+    CHECK(threads_now() == 2, "the purger did not start: %d threads", threads_now());
+}
+
+static void start_helpers(void)
+{
+    size_t n = (size_t)64 << 20;
+    char *p = malloc(OPAQUE(n));
+    CHECK(p != NULL, "malloc(64 MiB)");
+    memset(p, 1, n);
+    free(OPAQUE(p));
+    p = calloc(1, n); /* recycled, so cleared; FOLIO_CLEAR_MT_MIB=1 splits it */
+    CHECK(p != NULL && p[0] == 0 && p[n - 1] == 0, "calloc(64 MiB) not zeroed");
+    free(OPAQUE(p));
+    CHECK(threads_now() >= 3, "no clearing helper started: %d threads", threads_now());
+}
+
+static void *work_then_return(void *arg)
+{
+    (void)arg;
+    usleep(200 * 1000);
+    void *p = malloc(OPAQUE((size_t)5000));
+    free(OPAQUE(p));
+    return NULL;
+}
+
+static void *work_then_exit3(void *arg)
+{
+    (void)arg;
+    usleep(200 * 1000);
+    exit(3);
+}
+
+static void *wait_in_pause(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void run_case_body(const char *name)
+{
+    pthread_t t;
+    if (!strcmp(name, "exit-purger")) {
+        start_purger();
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-quiet")) {
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-helpers")) {
+        start_purger();
+        start_helpers();
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-last")) {
+        start_purger();
+        CHECK(pthread_create(&t, NULL, work_then_return, NULL) == 0, "pthread_create");
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-status")) {
+        start_purger();
+        CHECK(pthread_create(&t, NULL, work_then_exit3, NULL) == 0, "pthread_create");
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "term-pause")) {
+        start_purger();
+        if (write(1, "ready\n", 6) != 6)
+            _exit(9);
+        for (;;)
+            pause();
+    } else if (!strcmp(name, "term-exited")) {
+        start_purger();
+        CHECK(pthread_create(&t, NULL, wait_in_pause, NULL) == 0, "pthread_create");
+        if (write(1, "ready\n", 6) != 6)
+            _exit(9);
+        pthread_exit(NULL);
+    }
+    FAIL("unknown case %s", name);
+}
+
+/* Run one case in a fresh process; returns its wait status and how long it
+ * took.  term: send SIGTERM once the case says "ready". */
+static int run_case(const char *name, int term, double *secs)
+{
+    int out[2];
+    CHECK(pipe(out) == 0, "pipe");
+    double t0 = now_sec();
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        setenv("FOLIO_CLEAR_THREADS", "3", 1);
+        setenv("FOLIO_CLEAR_MT_MIB", "1", 1);
+        execl("/proc/self/exe", "test_exit", name, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    if (term) {
+        char buf[16] = {0};
+        ssize_t n = read(out[0], buf, sizeof buf - 1);
+        CHECK(n > 0 && strstr(buf, "ready"), "%s: never became ready", name);
+        usleep(50 * 1000); /* the thread that printed is now in pause() */
+        kill(pid, SIGTERM);
+    }
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        CHECK(w >= 0, "waitpid");
+        if (w == pid)
+            break;
+        if (now_sec() - t0 > LIMIT) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            FAIL("%s: the process did not end within %.0f s (folio's threads keep it alive)",
+                 name, LIMIT);
+        }
+        usleep(1000);
+    }
+    close(out[0]);
+    *secs = now_sec() - t0;
+    return st;
+}
+
+static void expect_exit(const char *name, int code)
+{
+    double secs;
+    int st = run_case(name, 0, &secs);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == code, "%s: status %#x, want exit %d", name, st,
+          code);
+    NOTE("%-14s exited %d after %.3f s", name, code, secs);
+}
+
+static void expect_term(const char *name)
+{
+    double secs;
+    int st = run_case(name, 1, &secs);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "%s: status %#x, want SIGTERM", name, st);
+    NOTE("%-14s ended by SIGTERM after %.3f s", name, secs);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2) {
+        run_case_body(argv[1]);
+        return 99;
+    }
+    expect_exit("exit-quiet", 0);
+    expect_exit("exit-purger", 0);
+    expect_exit("exit-helpers", 0);
+    expect_exit("exit-last", 0);
+    expect_exit("exit-status", 3);
+    expect_term("term-pause");
+    expect_term("term-exited");
+    return 0;
+}
