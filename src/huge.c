@@ -8,7 +8,11 @@
  *  - freed extents stay mapped on the cache list (newest first) while
  *    cached_bytes <= huge_cache_mib; the purger madvises those free for
  *    longer than the delay, and a reuse of a purged extent needs no clearing;
- *  - realloc moves or resizes an extent with mremap, never by copying. */
+ *  - realloc moves or resizes an extent with mremap, never by copying, but
+ *    for a kernel that places a moved extent off the 2 MiB grid under
+ *    address space pressure (move_anywhere);
+ *  - a mapping that fails gives address space back (as_reclaim, outside the
+ *    lock) and is retried once before the caller sees NULL. */
 #include <errno.h>
 #include <string.h>
 
@@ -32,9 +36,14 @@ static size_t cached_bytes;
 static _Atomic size_t dirty_cached_bytes; /* cached and not yet purged */
 static struct huge_stats hst;
 
-static void register_range(struct huge *h, char *base, size_t size, bool on) {
+/* Enter (on) or clear the pagemap entries of [base, base+size).  Clearing
+ * cannot fail; entering fails (false) only when a pagemap leaf cannot be
+ * had, and then leaves some entries unset. */
+static bool register_range(struct huge *h, char *base, size_t size, bool on) {
+    bool ok = true;
     for (size_t off = 0; off < size; off += CHUNK_SIZE)
-        pagemap_set((uintptr_t)(base + off), on ? (uintptr_t)h | PAGEMAP_HUGE_TAG : 0);
+        ok &= pagemap_set((uintptr_t)(base + off), on ? (uintptr_t)h | PAGEMAP_HUGE_TAG : 0);
+    return ok;
 }
 
 static void cache_unlink(struct huge *h) {
@@ -62,14 +71,9 @@ static void extent_release(struct huge *h) {
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-void *huge_alloc(size_t n, size_t align, bool zero) {
-    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    folio_init();
-    size_t size = round_up(n, PAGE_SIZE);
-    size_t map = round_up(size, CHUNK_SIZE);
+/* A cached extent of map bytes, or a new mapping with its descriptor and
+ * pagemap entries; NULL when the kernel or the metadata refuses. */
+static struct huge *extent_get(size_t map, size_t align) {
     struct huge *h = NULL;
     lock_acquire(&huge_lock);
     if (align <= CHUNK_SIZE) {
@@ -83,32 +87,50 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
         if (!h->zeroed) atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
     }
     lock_release(&huge_lock);
+    if (h) return h;
+    char *base = os_reserve(map, align > CHUNK_SIZE ? align : CHUNK_SIZE);
+    if (!base) return NULL;
+    lock_acquire(&huge_lock);
+    h = desc_pool;
+    if (h) desc_pool = h->next;
+    lock_release(&huge_lock);
+    if (!h && !(h = meta_alloc(sizeof *h))) {
+        os_release(base, map);
+        return NULL;
+    }
+    h->base = base;
+    h->map_size = map;
+    h->zeroed = true;
+    if (!register_range(h, base, map, true)) {
+        register_range(h, base, map, false);
+        os_release(base, map);
+        lock_acquire(&huge_lock);
+        desc_free(h);
+        lock_release(&huge_lock);
+        return NULL;
+    }
+    lock_acquire(&huge_lock);
+    hst.mapped += map;
+    lock_release(&huge_lock);
+    return h;
+}
+
+void *huge_alloc(size_t n, size_t align, bool zero) {
+    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    folio_init();
+    size_t size = round_up(n, PAGE_SIZE);
+    size_t map = round_up(size, CHUNK_SIZE);
+    struct huge *h = extent_get(map, align);
+    if (!h) { /* a mapping failed: give address space back, retry once */
+        as_reclaim();
+        h = extent_get(map, align);
+    }
     if (!h) {
-        char *base = os_reserve(map, align > CHUNK_SIZE ? align : CHUNK_SIZE);
-        if (!base) {
-            huge_purge(true); /* give back the cache and retry once */
-            base = os_reserve(map, align > CHUNK_SIZE ? align : CHUNK_SIZE);
-        }
-        if (!base) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        lock_acquire(&huge_lock);
-        h = desc_pool;
-        if (h) desc_pool = h->next;
-        lock_release(&huge_lock);
-        if (!h && !(h = meta_alloc(sizeof *h))) {
-            os_release(base, map);
-            errno = ENOMEM;
-            return NULL;
-        }
-        h->base = base;
-        h->map_size = map;
-        h->zeroed = true;
-        lock_acquire(&huge_lock);
-        hst.mapped += map;
-        lock_release(&huge_lock);
-        register_range(h, base, map, true);
+        errno = ENOMEM;
+        return NULL;
     }
     h->size = size;
     h->state = HUGE_USED;
@@ -154,9 +176,67 @@ void huge_free(struct huge *h, void *p) {
 
 size_t huge_usable(struct huge *h, void *p) { return h->map_size - (size_t)((char *)p - h->base); }
 
+/* The kernel moved an extent of `old` bytes to r, in a mapping of room >=
+ * map + CHUNK_SIZE bytes: keep map bytes from the first 2 MiB boundary at
+ * or after r (moving the contents there when r is off the grid) and unmap
+ * the rest. */
+char *huge_fit_grid(char *r, size_t room, size_t old, size_t map) {
+    char *a = (char *)round_up((uintptr_t)r, CHUNK_SIZE);
+    if (a != r) {
+        memmove(a, r, old);
+        os_release(r, (size_t)(a - r));
+    }
+    if (r + room > a + map) os_release(a + map, (size_t)(r + room - (a + map)));
+    return a;
+}
+
+/* Move the extent to wherever the kernel finds room for map + one chunk:
+ * mremap without a destination counts only the growth against RLIMIT_AS,
+ * where a reserved destination needs the old and the new size at once.
+ * The spare chunk makes room to align: the kernel aligns anonymous
+ * mappings of 2 MiB multiples (then the spare is cut off the tail); else the
+ * contents are moved down to the next 2 MiB boundary with memmove, the one
+ * copy a huge realloc makes, and only under address space pressure.  Lock
+ * held; the pagemap leaves the new range needs are held in advance. */
+static char *move_anywhere(struct huge *h, size_t map) {
+    size_t room = map + CHUNK_SIZE, old = h->map_size;
+    if (map > ((size_t)1 << (CHUNK_SHIFT + PAGEMAP_LEAF_BITS)) || !pagemap_spare_ensure()) return NULL;
+    register_range(h, h->base, old, false); /* before the old range can be anyone's */
+    char *r = os_move(h->base, old, room);
+    if (!r) {
+        register_range(h, h->base, old, true); /* its leaves exist */
+        return NULL;
+    }
+    char *a = huge_fit_grid(r, room, old, map);
+    register_range(h, a, map, true); /* the spare leaves cover it */
+    return a;
+}
+
+/* Grow the extent to map bytes without copying when the kernel allows:
+ * in place, else moved onto a reserved aligned range, else anywhere. */
+static char *grow(struct huge *h, size_t map) {
+    char *r = os_remap(h->base, h->map_size, map, NULL);
+    if (r) {
+        register_range(h, r, map, true); /* an unset entry only hides an interior pointer */
+        return r;
+    }
+    char *dst = pagemap_spare_ensure() ? os_reserve(map, CHUNK_SIZE) : NULL;
+    if (dst) {
+        register_range(h, h->base, h->map_size, false);
+        r = os_remap(h->base, h->map_size, map, dst);
+        if (r) {
+            register_range(h, r, map, true);
+            return r;
+        }
+        register_range(h, h->base, h->map_size, true);
+        os_release(dst, map);
+    }
+    return move_anywhere(h, map);
+}
+
 /* Resize without copying: shrink or grow in place, else move the pages to a
- * new aligned range with mremap.  NULL when the kernel refuses (the caller
- * then copies). */
+ * new aligned range with mremap.  NULL when the kernel refuses even after
+ * address space was given back (the caller then copies). */
 void *huge_realloc(struct huge *h, void *p, size_t n) {
     if (p != h->base || h->state != HUGE_USED) os_fatal_ptr("realloc(): invalid pointer", p);
     if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE) return NULL;
@@ -178,17 +258,12 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         lock_release(&huge_lock);
         return p;
     }
-    char *r = os_remap(h->base, h->map_size, map, NULL);
-    if (!r) {
-        char *dst = os_reserve(map, CHUNK_SIZE);
-        if (dst) {
-            register_range(h, h->base, h->map_size, false);
-            r = os_remap(h->base, h->map_size, map, dst);
-            if (!r) {
-                register_range(h, h->base, h->map_size, true);
-                os_release(dst, map);
-            }
-        }
+    char *r = grow(h, map);
+    if (!r) { /* give address space back (not under the lock), retry once */
+        lock_release(&huge_lock);
+        as_reclaim();
+        lock_acquire(&huge_lock);
+        r = grow(h, map);
     }
     if (r) {
         hst.mremaps++;
@@ -196,7 +271,6 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         h->base = r;
         h->map_size = map;
         h->size = size;
-        register_range(h, r, map, true);
     }
     lock_release(&huge_lock);
     return r;

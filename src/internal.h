@@ -2,6 +2,8 @@
  *
  * Layers include only downward:
  *   override -> slab, huge -> pageset -> zone -> pagemap, meta -> os
+ * reclaim is called by the tiers' entry points when a mapping fails and
+ * calls into huge, slab, pageset and zone in turn.
  * Every syscall goes through os.c. */
 #ifndef FOLIO_INTERNAL_H
 #define FOLIO_INTERNAL_H
@@ -35,10 +37,11 @@
 /* ---------------------------------------------------------------- os */
 /* The only module that makes syscalls.  Memory returned by os_reserve is
  * zero-filled; os_purge leaves the range zero-filled and not resident. */
-void *os_reserve(size_t size, size_t align);
-void os_release(void *p, size_t size);
+void *os_reserve(size_t size, size_t align); /* NULL: refused (counted in os_map_failures) */
+bool os_release(void *p, size_t size);       /* false: munmap refused, still mapped */
 void os_purge(void *p, size_t size);
 void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at);
+void *os_move(void *old, size_t old_size, size_t new_size); /* mremap anywhere; NULL: refused */
 int os_cpu(void);
 int os_cpu_count(void);
 uint64_t os_now_ms(void);
@@ -65,6 +68,7 @@ int os_other_threads_alive(const _Atomic int *tids, int n);
 /* like os_futex_wait, but gives up after ms milliseconds */
 void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
+extern _Atomic uint64_t os_map_failures;
 
 /* ---------------------------------------------------------------- lock */
 /* A small futex mutex: 0 unlocked, 1 locked, 2 locked with waiters.
@@ -239,6 +243,7 @@ static inline void span_set_kind(struct span *s, unsigned k) {
 struct chunk {
     char *base;
     uint8_t type; /* zone: which sizes it was split for (zone.c) */
+    struct chunk *pool_next; /* zone: on the pool of metas of released chunks */
     _Atomic(struct span *) span_of[CHUNK_PAGES];
 };
 
@@ -254,7 +259,8 @@ void meta_unlock_all(bool child);
 #define PAGEMAP_LEAF_BITS 14
 #define PAGEMAP_TOP_BITS (PAGEMAP_BITS - CHUNK_SHIFT - PAGEMAP_LEAF_BITS)
 extern _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
-bool pagemap_set(uintptr_t addr, uintptr_t entry);
+bool pagemap_set(uintptr_t addr, uintptr_t entry); /* false: no leaf to be had (never for entry 0) */
+bool pagemap_spare_ensure(void); /* hold leaves for an extent of up to 32 GiB; false: meta exhausted */
 
 static inline uintptr_t pagemap_get(uintptr_t a) {
     if (unlikely(a >> PAGEMAP_BITS)) return 0;
@@ -295,6 +301,7 @@ size_t zone_purge(bool all, size_t budget);
 size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
+size_t zone_release_free(void); /* unmap whole free chunks and the arena's unused tail */
 void zone_lock_all(void);
 void zone_unlock_all(bool child);
 
@@ -361,6 +368,7 @@ void huge_free(struct huge *h, void *p);
 void *huge_realloc(struct huge *h, void *p, size_t n);
 size_t huge_usable(struct huge *h, void *p);
 size_t huge_purge(bool all);
+char *huge_fit_grid(char *r, size_t room, size_t old, size_t map); /* huge_realloc's alignment step */
 size_t huge_dirty_bytes(void);
 void huge_lock_all(void);
 void huge_unlock_all(bool child);
@@ -387,6 +395,15 @@ void purge_tick(void); /* called from slow paths, with no folio lock held: purge
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);
 void purge_note_thread_exit(void); /* a thread of the program is exiting */
+
+/* ---------------------------------------------------------------- reclaim */
+/* Address space is a resource: when a mapping fails, a tier's entry point
+ * calls as_reclaim (holding no folio lock) and retries once. */
+void as_reclaim(void);
+struct as_stats {
+    uint64_t reclaims, released_bytes;
+};
+void as_stats(struct as_stats *st);
 
 /* ---------------------------------------------------------------- stats */
 struct global_counts {

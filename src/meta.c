@@ -19,13 +19,19 @@ void *meta_alloc(size_t size) {
     if (size >= META_RESERVE / 4) return os_reserve((size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), PAGE_SIZE);
     lock_acquire(&meta_lock);
     if ((size_t)(meta_end - meta_cur) < size) {
-        char *p = os_reserve(META_RESERVE, PAGE_SIZE);
+        /* under an address space limit, a smaller reservation may still fit */
+        size_t want = META_RESERVE;
+        char *p = os_reserve(want, PAGE_SIZE);
+        if (!p) {
+            want = size > META_RESERVE / 16 ? (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1) : META_RESERVE / 16;
+            p = os_reserve(want, PAGE_SIZE);
+        }
         if (!p) {
             lock_release(&meta_lock);
             return NULL;
         }
         meta_cur = p;
-        meta_end = p + META_RESERVE;
+        meta_end = p + want;
     }
     void *r = meta_cur;
     meta_cur += size;

@@ -22,6 +22,7 @@
 #include "internal.h"
 
 _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
+_Atomic uint64_t os_map_failures;
 
 static void mapped_add(ptrdiff_t d) {
     size_t now = atomic_fetch_add_explicit(&os_mapped_bytes, (size_t)d, memory_order_relaxed) + (size_t)d;
@@ -32,23 +33,58 @@ static void mapped_add(ptrdiff_t d) {
     }
 }
 
+static void *map_at(void *hint, size_t size, int flags) {
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* An aligned range without the over-reservation, for when the kernel refuses
+ * size + align (RLIMIT_AS, or no gap that large): an exact-size mapping is
+ * often aligned already (the kernel aligns anonymous mappings of 2 MiB
+ * multiples to 2 MiB); else the aligned addresses on either side of where the
+ * kernel put it are tried without replacing anything (MAP_FIXED_NOREPLACE;
+ * an older kernel that takes it as a hint is checked by the result). */
+static void *reserve_exact(size_t size, size_t align) {
+    char *p = map_at(NULL, size, 0);
+    if (!p || ((uintptr_t)p & (align - 1)) == 0) return p;
+    munmap(p, size);
+    uintptr_t down = (uintptr_t)p & ~(uintptr_t)(align - 1), up = down + align;
+    uintptr_t tries[2] = {down, up};
+    for (int i = 0; i < 2; i++) {
+        if (!tries[i]) continue;
+        char *q = map_at((void *)tries[i], size, MAP_FIXED_NOREPLACE);
+        if (q == (char *)tries[i]) return q;
+        if (q) munmap(q, size);
+    }
+    return NULL;
+}
+
 void *os_reserve(size_t size, size_t align) {
     if (align < PAGE_SIZE) align = PAGE_SIZE;
     size_t span = size + align - PAGE_SIZE;
     if (span < size) return NULL;
-    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
-    size_t head = a - (uintptr_t)p, tail = span - head - size;
-    if (head) munmap(p, head);
-    if (tail) munmap((char *)a + size, tail);
+    char *p = map_at(NULL, span, 0), *a;
+    if (p) {
+        a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+        size_t head = (size_t)(a - p), tail = span - head - size;
+        if (head) munmap(p, head);
+        if (tail) munmap(a + size, tail);
+    } else {
+        a = span != size ? reserve_exact(size, align) : NULL;
+        if (!a) {
+            atomic_fetch_add_explicit(&os_map_failures, 1, memory_order_relaxed);
+            return NULL;
+        }
+    }
     mapped_add((ptrdiff_t)size);
-    return (void *)a;
+    return a;
 }
 
-void os_release(void *p, size_t size) {
-    if (munmap(p, size) == 0) mapped_add(-(ptrdiff_t)size);
+bool os_release(void *p, size_t size) {
+    if (munmap(p, size) != 0) return false;
+    mapped_add(-(ptrdiff_t)size);
+    return true;
 }
 
 void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
@@ -63,6 +99,18 @@ void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at) {
         mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size - (ptrdiff_t)new_size); /* fixed range was counted */
     else
         mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size);
+    return r;
+}
+
+/* Resize a mapping wherever the kernel finds room: it needs only the
+ * growth in address space, not a second copy of the extent. */
+void *os_move(void *old, size_t old_size, size_t new_size) {
+    void *r = mremap(old, old_size, new_size, MREMAP_MAYMOVE);
+    if (r == MAP_FAILED) {
+        atomic_fetch_add_explicit(&os_map_failures, 1, memory_order_relaxed);
+        return NULL;
+    }
+    mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size);
     return r;
 }
 

@@ -54,9 +54,13 @@ void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
     struct span *s = growable ? zone_alloc_pages(npages ? npages : 1, align_pages)
                               : page_alloc(npages ? npages : 1, align_pages);
-    if (unlikely(!s)) {
-        errno = ENOMEM;
-        return NULL;
+    if (unlikely(!s)) { /* a mapping failed: give address space back, retry once */
+        as_reclaim();
+        s = zone_alloc_pages(npages ? npages : 1, align_pages);
+        if (!s) {
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     if (zero) { /* calloc: the caller uses the block next; a recycled block is taken as hot */
         if (s->flags & SPAN_ZEROED) clear_zero_skipped(n);

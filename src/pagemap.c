@@ -8,11 +8,34 @@
 
 _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
 
-static _Atomic uintptr_t *leaf_for(uintptr_t a) {
+/* Spare leaves (pagemap_spare_ensure) for when meta_alloc fails: a mapping
+ * already made (a huge extent the kernel moved) can then always be entered.
+ * Two cover any extent of up to one leaf's span. */
+static _Atomic(_Atomic uintptr_t *) spare[2];
+
+static _Atomic uintptr_t *leaf_fresh(void) {
+    _Atomic uintptr_t *fresh = meta_alloc(sizeof(uintptr_t) << PAGEMAP_LEAF_BITS);
+    for (int i = 0; !fresh && i < 2; i++) fresh = atomic_exchange(&spare[i], NULL);
+    return fresh;
+}
+
+bool pagemap_spare_ensure(void) {
+    for (int i = 0; i < 2; i++) {
+        if (atomic_load(&spare[i])) continue;
+        _Atomic uintptr_t *fresh = meta_alloc(sizeof(uintptr_t) << PAGEMAP_LEAF_BITS), *none = NULL;
+        if (!fresh) return false;
+        if (!atomic_compare_exchange_strong(&spare[i], &none, fresh))
+            return true; /* another thread filled it: fresh is wasted (rare, bounded) */
+    }
+    return true;
+}
+
+/* The leaf covering a; create: allocate it when missing (else NULL). */
+static _Atomic uintptr_t *leaf_for(uintptr_t a, bool create) {
     _Atomic(_Atomic uintptr_t *) *slot = &pagemap_top[a >> (CHUNK_SHIFT + PAGEMAP_LEAF_BITS)];
     _Atomic uintptr_t *leaf = atomic_load_explicit(slot, memory_order_acquire);
-    if (leaf) return leaf;
-    _Atomic uintptr_t *fresh = meta_alloc(sizeof(uintptr_t) << PAGEMAP_LEAF_BITS);
+    if (leaf || !create) return leaf;
+    _Atomic uintptr_t *fresh = leaf_fresh();
     if (!fresh) return NULL;
     if (atomic_compare_exchange_strong_explicit(slot, &leaf, fresh, memory_order_acq_rel,
                                                 memory_order_acquire))
@@ -20,10 +43,12 @@ static _Atomic uintptr_t *leaf_for(uintptr_t a) {
     return leaf; /* lost the race: the fresh leaf is wasted (rare, bounded) */
 }
 
+/* Clearing an entry never allocates (a missing leaf reads as 0), so it
+ * cannot fail. */
 bool pagemap_set(uintptr_t addr, uintptr_t entry) {
     if (addr >> PAGEMAP_BITS) return false;
-    _Atomic uintptr_t *leaf = leaf_for(addr);
-    if (!leaf) return false;
+    _Atomic uintptr_t *leaf = leaf_for(addr, entry != 0);
+    if (!leaf) return entry == 0;
     atomic_store_explicit(&leaf[(addr >> CHUNK_SHIFT) & ((1u << PAGEMAP_LEAF_BITS) - 1)], entry,
                           memory_order_release);
     return true;

@@ -231,8 +231,11 @@ static struct heap *heap_create(void) {
 void *small_alloc_slow(size_t n) {
     struct heap *h = tl_heap;
     if (!h && !(h = heap_create())) {
-        errno = ENOMEM;
-        return NULL;
+        as_reclaim(); /* no heap yet: nothing of this thread's to give back */
+        if (!(h = heap_create())) {
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     unsigned c = size_class(n);
     struct bin *b = &h->bins[c];
@@ -263,6 +266,10 @@ void *small_alloc_slow(size_t n) {
             purge_tick();
             purge_maybe_start_thread();
             s = slab_new(h, c);
+            if (!s) { /* a mapping failed: give address space back, retry once */
+                as_reclaim();
+                s = slab_new(h, c);
+            }
         }
         if (!s) {
             errno = ENOMEM;
@@ -429,10 +436,21 @@ void heap_counts(struct heap_counts *hc) {
     lock_release(&heap_lock);
 }
 
-/* Drop the calling thread's cache of empty slabs (malloc_trim). */
+/* Give the calling thread's empty slabs back to the page heap (malloc_trim,
+ * as_reclaim): its cache of empty slabs, and each bin's current slab when
+ * nothing in it is in use (the bin takes a slab again on its next miss). */
 void heap_trim_current(void) {
     struct heap *h = tl_heap;
     if (!h) return;
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        struct bin *b = &h->bins[c];
+        struct span *s = b->cur;
+        if (s == &span_empty) continue;
+        collect(s);
+        if (s->used != 0) continue;
+        b->cur = &span_empty;
+        retire(NULL, s);
+    }
     empty_cache_drain(h);
 }
 

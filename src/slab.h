@@ -73,7 +73,11 @@ static inline void *small_alloc(size_t n) {
  * slab's remote list. */
 static inline bool small_is_object_start(const struct span *s, const void *p) {
     uintptr_t off = (uintptr_t)((const char *)p - s->start);
-    return ((off * s->obj_inv) >> 40) * s->obj_size == off;
+    uintptr_t idx = (off * s->obj_inv) >> 40;
+    /* idx < capacity: p lies in the slab.  A chunk meta is reused at another
+     * address once its chunk is unmapped (zone_release_free), so a stale
+     * pagemap entry can lead to a span far from p. */
+    return idx * s->obj_size == off && idx < s->capacity;
 }
 
 static inline void small_free(struct span *s, void *p) {

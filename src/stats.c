@@ -55,7 +55,8 @@ struct snapshot {
     struct huge_stats hs;
     struct pageset_stats pcp;
     uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
-    uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped;
+    uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
+    struct as_stats as;
 };
 
 static void snap(struct snapshot *s) {
@@ -80,6 +81,8 @@ static void snap(struct snapshot *s) {
     if (s->maxrss < s->rss) s->maxrss = s->rss;
     s->mapped = atomic_load(&os_mapped_bytes);
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
+    s->map_failures = atomic_load(&os_map_failures);
+    as_stats(&s->as);
 }
 
 EXPORT size_t folio_report_json(char *buf, size_t len) {
@@ -118,6 +121,9 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "huge_mremaps", s.hs.mremaps);
     kv(&b, "mapped_bytes", s.mapped);
     kv(&b, "peak_mapped_bytes", s.peak_mapped);
+    kv(&b, "mmap_failures", s.map_failures);
+    kv(&b, "as_reclaims", s.as.reclaims);
+    kv(&b, "as_released_bytes", s.as.released_bytes);
     kv(&b, "rss_bytes", s.rss);
     kv(&b, "peak_rss_bytes", s.maxrss);
     kv(&b, "minor_faults", s.minflt);
@@ -234,6 +240,8 @@ EXPORT void folio_report_print(int fd) {
     line(&b, "  pageset decays    ", s.pcp.decays, "");
     line(&b, "  purged            ", s.zs.purged_bytes + s.hs.purged_bytes, " bytes");
     line(&b, "  mapped (peak)     ", s.peak_mapped, " bytes");
+    line(&b, "  mmap failures     ", s.map_failures, "");
+    line(&b, "  AS given back     ", s.as.released_bytes, " bytes");
     line(&b, "  resident (peak)   ", s.maxrss, " bytes");
     line(&b, "  minor faults      ", s.minflt, "");
     struct clear_stats cs;

@@ -21,7 +21,8 @@
  *    next, and from the other type only when the arena cannot grow.  Small
  *    blocks held by pagesets and slabs then pin few chunks, and large spans
  *    still find room.  Whole free chunks are on free_head[0][MAX_ORDER].
- * Arena memory is never unmapped: the hot paths make no mmap/munmap. */
+ * Arena memory is unmapped only by zone_release_free, when a mapping failed
+ * (as_reclaim): the hot paths make no mmap/munmap. */
 #include <string.h>
 
 #include "internal.h"
@@ -33,6 +34,7 @@ static struct zone {
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
     char *arena_cur, *arena_end;
+    struct chunk *chunk_pool; /* metas of released chunks, for reuse */
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
@@ -186,6 +188,39 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
     }
 }
 
+/* ---- chunks ---- */
+
+/* A chunk meta: one a released chunk left on the pool (all its span_of
+ * entries NULL), else a fresh one. */
+static struct chunk *chunk_meta_get(void) {
+    struct chunk *c = zone.chunk_pool;
+    if (c) {
+        zone.chunk_pool = c->pool_next;
+        return c;
+    }
+    return meta_alloc(sizeof *c);
+}
+static void chunk_meta_put(struct chunk *c) {
+    c->pool_next = zone.chunk_pool;
+    zone.chunk_pool = c;
+}
+
+/* Put the mapped 2 MiB at base in the zone as one free block (lock held, a
+ * descriptor reserved). */
+static bool chunk_add(char *base, bool zeroed, uint64_t freed_at) {
+    struct chunk *c = chunk_meta_get();
+    if (!c) return false;
+    c->base = base;
+    c->type = CHUNK_SMALL;
+    if (!pagemap_set((uintptr_t)base, (uintptr_t)c)) {
+        chunk_meta_put(c);
+        return false;
+    }
+    zone.st.chunks++;
+    block_insert(c, 0, MAX_ORDER, zeroed, freed_at, NULL);
+    return true;
+}
+
 /* Reserve a new 2 MiB chunk and put it on the lists as one zeroed block. */
 static bool chunk_grow(void) {
     if (zone.arena_cur == zone.arena_end) {
@@ -197,14 +232,60 @@ static bool chunk_grow(void) {
         zone.arena_cur = p;
         zone.arena_end = p + size;
     }
-    struct chunk *c = meta_alloc(sizeof *c);
-    if (!c) return false;
-    c->base = zone.arena_cur;
-    if (!pagemap_set((uintptr_t)c->base, (uintptr_t)c)) return false;
+    if (!chunk_add(zone.arena_cur, true, 0)) return false;
     zone.arena_cur += CHUNK_SIZE;
-    zone.st.chunks++;
-    block_insert(c, 0, MAX_ORDER, true, 0, NULL);
     return true;
+}
+
+/* Give address space back (as_reclaim): every whole free chunk leaves the
+ * zone and is unmapped, and so is the current arena's never-carved tail.
+ * A released chunk's pagemap entry is cleared before its range is unmapped,
+ * so that when the kernel hands the range out again (to folio's huge tier,
+ * which writes entries of its own, or to anyone) no entry leads to the old
+ * chunk.  Its meta, all span_of entries NULL, waits on chunk_pool for the
+ * next chunk_grow: type-stable, so a free() that read the old entry before
+ * it was cleared finds NULL, or a span of the meta's next chunk that does not
+ * contain the pointer, and reports an invalid pointer.  The munmaps run
+ * outside the lock, a batch at a time. */
+size_t zone_release_free(void) {
+    size_t released = 0;
+    for (bool more = true; more;) {
+        char *bases[64], *tail = NULL;
+        size_t n = 0, tail_size = 0;
+        zone_lock();
+        if (zone.arena_cur != zone.arena_end) {
+            tail = zone.arena_cur;
+            tail_size = (size_t)(zone.arena_end - zone.arena_cur);
+            zone.arena_cur = zone.arena_end = NULL;
+        }
+        struct span *d;
+        while (n < 64 && (d = zone.free_head[CHUNK_SMALL][MAX_ORDER])) {
+            struct chunk *c = d->chunk;
+            list_del(d);
+            dirty_del(d);
+            set_head(c, 0, NULL);
+            desc_put(d);
+            zone.st.free_pages -= CHUNK_PAGES;
+            zone.st.chunks--;
+            pagemap_set((uintptr_t)c->base, 0); /* the leaf exists: cannot fail */
+            bases[n++] = c->base;
+            chunk_meta_put(c);
+        }
+        more = n == 64;
+        zone_unlock();
+        if (tail && os_release(tail, tail_size)) released += tail_size;
+        for (size_t i = 0; i < n; i++) {
+            if (os_release(bases[i], CHUNK_SIZE)) {
+                released += CHUNK_SIZE;
+                continue;
+            }
+            zone_lock(); /* munmap refused (too many mappings): keep the chunk, stop */
+            if (desc_reserve(1)) chunk_add(bases[i], false, os_now_ms());
+            zone_unlock();
+            more = false;
+        }
+    }
+    return released;
 }
 
 /* Take a block of exactly `order`, splitting a larger one; lock held and
@@ -487,6 +568,8 @@ static size_t check_locked(void) {
         }
     }
     for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
+    for (struct chunk *c = zone.chunk_pool; c; c = c->pool_next)
+        for (unsigned i = 0; i < CHUNK_PAGES; i++) bad += atomic_load(&c->span_of[i]) != NULL;
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
     return bad;
