@@ -14,7 +14,8 @@
 # seconds, default 120 for a test and 300 for a program), so a hang fails.
 # FOLIO_TEST_FILTER=REGEX runs only the tests whose name matches.
 # The output of each test is kept in build/test-logs/MODE/NAME.log; a
-# failure prints its tail.  Exits 1 if any test failed.
+# failure prints its tail, a pass the lines that start with "SKIP " (parts
+# it skipped, and why).  Exits 1 if any test failed.
 set -u
 
 MODE=${1:-normal}
@@ -57,6 +58,8 @@ report() {
     local name=$1 rc=$2 secs=$3 log=$4 note
     if [ "$rc" -eq 0 ]; then
         printf 'PASS %-28s %6.2fs\n' "$name" "$secs"
+        # A passing test lists the parts it skipped, with their reasons.
+        grep '^SKIP ' "$log" 2>/dev/null | sed 's/^/    | /'
         passed=$((passed + 1))
     elif [ "$rc" -eq 77 ]; then
         note=$(grep -m1 -o 'SKIP.*' "$log" 2>/dev/null)
