@@ -159,18 +159,23 @@ static bool was_freed(const void *p) {
 
 enum call { CALL_FREE, CALL_REALLOC, CALL_USABLE };
 
-/* End the process naming the call and the fault as glibc does. */
+/* End the process naming the call and the fault (f: FAULT_INVALID or
+ * FAULT_FREED) as glibc does. */
 static _Noreturn void bad_pointer(enum call call, enum fault f, const void *p) {
     static const char *const msg[3][2] = {
         {"free(): invalid pointer", "free(): double free"},
         {"realloc(): invalid pointer", "realloc(): freed pointer"},
         {"malloc_usable_size(): invalid pointer", "malloc_usable_size(): freed pointer"},
     };
-    if (f == FAULT_NONE) f = was_freed(p) ? FAULT_FREED : FAULT_INVALID;
     os_fatal_ptr(msg[call][f == FAULT_FREED], p);
 }
 
-/* What is wrong with p, a pointer into a live slab or large block. */
+/* p is in no live block. */
+static _Noreturn void not_a_block(enum call call, const void *p) {
+    bad_pointer(call, was_freed(p) ? FAULT_FREED : FAULT_INVALID, p);
+}
+
+/* What is wrong with p, a pointer into a live slab. */
 static enum fault small_check(const struct span *s, const void *p) {
     if (unlikely(!small_is_object_start(s, p))) return FAULT_INVALID;
     return unlikely(small_is_freed(p)) ? FAULT_FREED : FAULT_NONE;
@@ -191,7 +196,7 @@ EXPORT void API(free)(void *p) {
     case SMALL: small_free(s, p); return;
     case LARGE: large_free(s, p); return;
     case HUGE: huge_free(h, p); return;
-    default: bad_pointer(CALL_FREE, FAULT_NONE, p);
+    default: not_a_block(CALL_FREE, p);
     }
 }
 
@@ -225,7 +230,7 @@ EXPORT size_t API(malloc_usable_size)(void *p) {
     case HUGE:
         if (!(f = huge_check(h, p))) return huge_usable(h, p);
         break;
-    default: break;
+    default: not_a_block(CALL_USABLE, p);
     }
     bad_pointer(CALL_USABLE, f, p);
 }
@@ -270,7 +275,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         }
         break;
     }
-    default: bad_pointer(CALL_REALLOC, FAULT_NONE, p);
+    default: not_a_block(CALL_REALLOC, p);
     }
     void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_alloc(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;

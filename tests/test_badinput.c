@@ -177,11 +177,17 @@ static void large_and_huge(char *small)
     }
     char name[128];
     for (int i = 1; i < NB; i++) {
+#ifdef FOLIO_TEST_GLIBC
+        if (blocks[i].size > (128u << 10))
+            continue; /* glibc unmapped it at the first free: the second faults */
+#endif
         snprintf(name, sizeof name, "double free of %s", blocks[i].what);
         struct bad_case dbl = {name, OP_DOUBLE_FREE, b[i], "free(): double free"};
         expect_abort(&dbl);
     }
-#ifndef FOLIO_TEST_GLIBC /* glibc lets these pass */
+    /* (glibc lets a freed block pass realloc and malloc_usable_size, and
+     * reads a header before an interior pointer: a segfault) */
+#ifndef FOLIO_TEST_GLIBC
     for (int i = 0; i < NB; i++) {
         snprintf(name, sizeof name, "realloc of a freed %s", blocks[i].what);
         struct bad_case re = {name, OP_FREED_REALLOC, b[i], "realloc(): freed pointer"};
@@ -193,7 +199,7 @@ static void large_and_huge(char *small)
     struct bad_case us_mid = {"malloc_usable_size of malloc(64)+16", OP_USABLE, small + 16,
                               "malloc_usable_size(): invalid pointer"};
     expect_abort(&us_mid);
-#endif
+
     /* interior pointers of large and huge blocks: page-aligned ones (which
      * look like a block's start), one past the head page, another chunk of
      * a huge extent */
@@ -206,13 +212,14 @@ static void large_and_huge(char *small)
         snprintf(name, sizeof name, "free of %s+%zu", blocks[inner[i].block].what, inner[i].off);
         struct bad_case fr = {name, OP_FREE, p, "free(): invalid pointer"};
         expect_abort(&fr);
-#ifndef FOLIO_TEST_GLIBC
         snprintf(name, sizeof name, "realloc of %s+%zu", blocks[inner[i].block].what,
                  inner[i].off);
         struct bad_case re = {name, OP_REALLOC, p, "realloc(): invalid pointer"};
         expect_abort(&re);
-#endif
     }
+#else
+    (void)small;
+#endif
     for (int i = 0; i < NB; i++) {
         CHECK(first_not(b[i], blocks[i].size, 0x5c) == (size_t)-1, "%s damaged", blocks[i].what);
         free(b[i]);

@@ -17,7 +17,7 @@
 #ifdef FOLIO_TEST_GLIBC
 int main(void)
 {
-    SKIP("folio's own calls need folio"));
+    SKIP("folio's own calls need folio");
 }
 #else
 
