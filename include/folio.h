@@ -60,7 +60,10 @@ int folio_clear_with(void *p, size_t n, int strategy);
 /* The strategy's name ("stosb", "nt", ...), or NULL when out of range. */
 const char *folio_clear_name(int strategy);
 
-/* folio's counters as one JSON object (the same text FOLIO_REPORT writes).
+/* folio's counters as one JSON object (the same text FOLIO_REPORT writes),
+ * among them "live_blocks" (allocations minus frees) and "live_bytes" (the
+ * malloc_usable_size of every live block), exact when no other thread is
+ * allocating or freeing.
  * Like snprintf: writes at most `len` bytes including the terminating NUL
  * and returns the length of the whole text, not counting the NUL. */
 size_t folio_report_json(char *buf, size_t len);

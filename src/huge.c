@@ -142,6 +142,7 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     h->zeroed = false;
     atomic_fetch_add_explicit(&gcount.huge_allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&gcount.huge_bytes, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gcount.huge_live_bytes, h->map_size, memory_order_relaxed);
     return h->base;
 }
 
@@ -153,6 +154,7 @@ void huge_free(struct huge *h, void *p) {
         os_fatal_ptr("free(): double free", p);
     }
     h->state = HUGE_CACHED;
+    atomic_fetch_sub_explicit(&gcount.huge_live_bytes, h->map_size, memory_order_relaxed);
     h->zeroed = false;
     h->freed_at = os_now_ms();
     h->prev = NULL;
@@ -234,11 +236,26 @@ static char *grow(struct huge *h, size_t map) {
     return move_anywhere(h, map);
 }
 
+/* Unlocked: only a call racing with a free of the same block (a program
+ * bug) can see the state change. */
+enum fault huge_check(const struct huge *h, const void *p) {
+    if (p != h->base) return FAULT_INVALID;
+    return __atomic_load_n(&h->state, __ATOMIC_RELAXED) == HUGE_USED ? FAULT_NONE : FAULT_FREED;
+}
+
+/* A live extent's mapping becomes map bytes (resized or moved): its usable
+ * size, the live bytes it is counted for. */
+static void resize_map(struct huge *h, size_t map) {
+    atomic_fetch_add_explicit(&gcount.huge_live_bytes, map - h->map_size, memory_order_relaxed);
+    h->map_size = map;
+}
+
 /* Resize without copying: shrink or grow in place, else move the pages to a
  * new aligned range with mremap.  NULL when the kernel refuses even after
  * address space was given back (the caller then copies). */
 void *huge_realloc(struct huge *h, void *p, size_t n) {
-    if (p != h->base || h->state != HUGE_USED) os_fatal_ptr("realloc(): invalid pointer", p);
+    if (p != h->base) os_fatal_ptr("realloc(): invalid pointer", p);
+    if (h->state != HUGE_USED) os_fatal_ptr("realloc(): freed pointer", p);
     if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE) return NULL;
     size_t size = round_up(n, PAGE_SIZE), map = round_up(size, CHUNK_SIZE);
     if (map == h->map_size) {
@@ -250,7 +267,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         register_range(h, h->base + map, h->map_size - map, false);
         if (os_remap(h->base, h->map_size, map, NULL)) {
             hst.mapped -= h->map_size - map;
-            h->map_size = map;
+            resize_map(h, map);
         } else {
             register_range(h, h->base + map, h->map_size - map, true);
         }
@@ -269,7 +286,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         hst.mremaps++;
         hst.mapped += map - h->map_size;
         h->base = r;
-        h->map_size = map;
+        resize_map(h, map);
         h->size = size;
     }
     lock_release(&huge_lock);

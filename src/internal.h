@@ -350,6 +350,8 @@ static inline unsigned size_class(size_t n) {
 /* ---------------------------------------------------------------- slab (objects) */
 struct heap_counts {
     uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
+    uint64_t small_live_bytes; /* sum over classes of (allocs - frees) x class size */
+    uint64_t large_pages;      /* pages of live large blocks (net, modulo 2^64 per heap) */
 };
 void *small_alloc_slow(size_t n);
 void small_free_slow(struct span *s, void *p);
@@ -367,6 +369,10 @@ void *huge_alloc(size_t n, size_t align, bool zero);
 void huge_free(struct huge *h, void *p);
 void *huge_realloc(struct huge *h, void *p, size_t n);
 size_t huge_usable(struct huge *h, void *p);
+/* What is wrong with a pointer handed back to folio: nothing, not a block's
+ * start (invalid), or a block that was freed (double free / freed pointer). */
+enum fault { FAULT_NONE, FAULT_INVALID, FAULT_FREED };
+enum fault huge_check(const struct huge *h, const void *p);
 size_t huge_purge(bool all);
 char *huge_fit_grid(char *r, size_t room, size_t old, size_t map); /* huge_realloc's alignment step */
 size_t huge_dirty_bytes(void);
@@ -406,10 +412,11 @@ struct as_stats {
 void as_stats(struct as_stats *st);
 
 /* ---------------------------------------------------------------- stats */
+/* Counts of threads without a heap (large blocks) and of huge blocks.
+ * large_pages and huge_live_bytes are net: what is handed out now. */
 struct global_counts {
-    _Atomic uint64_t large_allocs, large_bytes, large_frees;
-    _Atomic uint64_t huge_allocs, huge_bytes, huge_frees;
-    _Atomic uint64_t frees_without_heap;
+    _Atomic uint64_t large_allocs, large_bytes, large_frees, large_pages;
+    _Atomic uint64_t huge_allocs, huge_bytes, huge_frees, huge_live_bytes;
 };
 extern struct global_counts gcount;
 

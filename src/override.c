@@ -5,8 +5,10 @@
  *  - every exported call works before folio's constructor has run (first
  *    call initialises; initialisation never allocates) and inside dlsym;
  *  - sizes above PTRDIFF_MAX and overflowing products fail with ENOMEM;
- *  - a pointer folio does not own, or a second free of a small object, ends
- *    the process with a message naming the pointer;
+ *  - a pointer that is no live block's start ends the process with a
+ *    message naming the call, the fault and the pointer: "double free" (free)
+ *    or "freed pointer" (realloc, malloc_usable_size) where a freed block
+ *    was, else "invalid pointer";
  *  - fork: the prepare handler takes every folio lock in rank order, so
  *    the child starts with consistent state and can allocate. */
 #define _GNU_SOURCE
@@ -73,12 +75,22 @@ void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     if (likely(h)) {
         h->large_allocs++;
         h->large_bytes += n;
+        h->large_pages += s->npages;
     } else {
         atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&gcount.large_pages, s->npages, memory_order_relaxed);
     }
     purge_maybe_start_thread();
     return s->start;
+}
+
+/* Count pages of a live large block that grew (or shrank: negative, modulo
+ * 2^64) in place. */
+static void large_count_pages(uint64_t pages) {
+    struct heap *h = tl_heap;
+    if (likely(h)) h->large_pages += pages;
+    else atomic_fetch_add_explicit(&gcount.large_pages, pages, memory_order_relaxed);
 }
 
 void large_free(struct span *s, void *p) {
@@ -89,6 +101,7 @@ void large_free(struct span *s, void *p) {
     struct heap *h = tl_heap;
     if (likely(h)) h->large_frees++;
     else atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
+    large_count_pages(-(uint64_t)s->npages);
     page_free(s);
     purge_tick();
     purge_maybe_start_thread();
@@ -122,6 +135,57 @@ static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
     return NOT_OURS;
 }
 
+/* ---- pointers that are no live block ---- */
+
+/* p, which is no live block's start, points where a block folio handed out
+ * was: an object boundary of an empty slab kept in its heap's cache (kind
+ * SPAN_TAKEN, pages still mapped to it), or a page-aligned address whose
+ * page is free (a zone block's head, or a page that no live large block
+ * covers: pageset-held pages and the rest of zone blocks map to nothing).
+ * Only for choosing the message: reads without locks. */
+static bool was_freed(const void *p) {
+    uintptr_t a = (uintptr_t)p, e = pagemap_get(a);
+    if (!e || (e & PAGEMAP_HUGE_TAG)) return false;
+    struct span *s = span_of_addr(a, e);
+    if (s) {
+        if (span_kind(s) == SPAN_TAKEN)
+            return s->obj_size && (a - (uintptr_t)s->start) % s->obj_size == 0;
+        return span_kind(s) == SPAN_ZONE_FREE && (a & (PAGE_SIZE - 1)) == 0;
+    }
+    if (a & (PAGE_SIZE - 1)) return false;
+    struct chunk *c = (struct chunk *)e;
+    uint32_t page = (uint32_t)((a >> PAGE_SHIFT) & (CHUNK_PAGES - 1));
+    for (uint32_t i = page; i-- > 0;) { /* the nearest mapped page before: does its span cover p? */
+        struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_acquire);
+        if (b) return span_kind(b) != SPAN_LARGE || b->page_idx + b->npages <= page;
+    }
+    return true;
+}
+
+enum call { CALL_FREE, CALL_REALLOC, CALL_USABLE };
+
+/* End the process naming the call and the fault (f: FAULT_INVALID or
+ * FAULT_FREED) as glibc does. */
+static _Noreturn void bad_pointer(enum call call, enum fault f, const void *p) {
+    static const char *const msg[3][2] = {
+        {"free(): invalid pointer", "free(): double free"},
+        {"realloc(): invalid pointer", "realloc(): freed pointer"},
+        {"malloc_usable_size(): invalid pointer", "malloc_usable_size(): freed pointer"},
+    };
+    os_fatal_ptr(msg[call][f == FAULT_FREED], p);
+}
+
+/* p is in no live block. */
+static _Noreturn void not_a_block(enum call call, const void *p) {
+    bad_pointer(call, was_freed(p) ? FAULT_FREED : FAULT_INVALID, p);
+}
+
+/* What is wrong with p, a pointer into a live slab. */
+static enum fault small_check(const struct span *s, const void *p) {
+    if (unlikely(!small_is_object_start(s, p))) return FAULT_INVALID;
+    return unlikely(small_is_freed(p)) ? FAULT_FREED : FAULT_NONE;
+}
+
 /* ---- the standard API ---- */
 
 EXPORT void *API(malloc)(size_t n) {
@@ -137,7 +201,7 @@ EXPORT void API(free)(void *p) {
     case SMALL: small_free(s, p); return;
     case LARGE: large_free(s, p); return;
     case HUGE: huge_free(h, p); return;
-    default: os_fatal_ptr("free(): invalid pointer", p);
+    default: not_a_block(CALL_FREE, p);
     }
 }
 
@@ -159,12 +223,21 @@ EXPORT size_t API(malloc_usable_size)(void *p) {
     if (!p) return 0;
     struct span *s = NULL;
     struct huge *h = NULL;
+    enum fault f = FAULT_NONE;
     switch (classify(p, &s, &h)) {
-    case SMALL: return s->obj_size;
-    case LARGE: return (size_t)s->npages << PAGE_SHIFT;
-    case HUGE: return huge_usable(h, p);
-    default: os_fatal_ptr("malloc_usable_size(): invalid pointer", p);
+    case SMALL:
+        if (!(f = small_check(s, p))) return s->obj_size;
+        break;
+    case LARGE:
+        if (p == s->start) return (size_t)s->npages << PAGE_SHIFT;
+        f = FAULT_INVALID;
+        break;
+    case HUGE:
+        if (!(f = huge_check(h, p))) return huge_usable(h, p);
+        break;
+    default: not_a_block(CALL_USABLE, p);
     }
+    bad_pointer(CALL_USABLE, f, p);
 }
 
 EXPORT void *API(realloc)(void *p, size_t n) {
@@ -177,28 +250,37 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     struct huge *h = NULL;
     size_t usable;
     switch (classify(p, &s, &h)) {
-    case SMALL:
-        if (unlikely(!small_is_object_start(s, p))) os_fatal_ptr("realloc(): invalid pointer", p);
+    case SMALL: {
+        enum fault f = small_check(s, p);
+        if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
         usable = s->obj_size;
         if (n <= usable && n > usable / 2) return p;
         break;
+    }
     case LARGE:
-        if (p != s->start) os_fatal_ptr("realloc(): invalid pointer", p);
+        if (p != s->start) bad_pointer(CALL_REALLOC, FAULT_INVALID, p);
         usable = (size_t)s->npages << PAGE_SHIFT;
         if (n > SMALL_MAX && n <= LARGE_MAX) {
             /* in place: give back the tail, or take the free pages after it */
-            size_t want = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
-            if (want == s->npages || zone_resize(s, want)) return p;
+            size_t want = (n + PAGE_SIZE - 1) >> PAGE_SHIFT, had = s->npages;
+            if (want == had) return p;
+            if (zone_resize(s, want)) {
+                large_count_pages((uint64_t)want - had);
+                return p;
+            }
         }
         break;
-    case HUGE:
+    case HUGE: {
+        enum fault f = huge_check(h, p);
+        if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
         usable = huge_usable(h, p);
         if (n > LARGE_MAX) {
             void *r = huge_realloc(h, p, n);
             if (r) return r;
         }
         break;
-    default: os_fatal_ptr("realloc(): invalid pointer", p);
+    }
+    default: not_a_block(CALL_REALLOC, p);
     }
     void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_alloc(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;

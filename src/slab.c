@@ -14,14 +14,15 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
 /* heap registry (stats, reuse of exited threads' heaps) */
 static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
 static struct heap *heaps_all, *heaps_free;
-static struct heap_counts dead_counts; /* counts of heaps whose thread exited */
+static struct heap_counts dead_counts; /* large-block counts of heaps whose thread exited */
+static uint64_t dead_allocs[NCLASSES], dead_frees[NCLASSES]; /* their per-class counts */
 
 /* abandoned slabs, per class, waiting for a live thread to adopt them */
 static lock_t abandoned_lock = LOCK_INIT(LOCK_RANK_ABANDONED);
 static struct span *abandoned[NCLASSES];
 
 static pthread_key_t heap_key;
-static _Atomic uint64_t remote_frees_without_heap;
+static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads with no heap */
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 
@@ -217,9 +218,9 @@ static struct heap *heap_create(void) {
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].allocs = 0;
+        h->frees[c] = 0;
     }
-    h->frees = 0;
-    h->large_allocs = h->large_bytes = h->large_frees = 0;
+    h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->empty = NULL;
     h->nr_empty = 0;
     h->live = true;
@@ -321,8 +322,8 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
     struct heap *h = tl_heap;
-    if (h) h->frees++;
-    else atomic_fetch_add_explicit(&remote_frees_without_heap, 1, memory_order_relaxed);
+    if (h) h->frees[c]++;
+    else atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
@@ -362,15 +363,15 @@ static void heap_abandon(struct heap *h) {
     empty_cache_drain(h);
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
-        dead_counts.small_allocs += h->bins[c].allocs;
-        dead_counts.small_bytes += h->bins[c].allocs * classes[c].size;
-        h->bins[c].allocs = 0;
+        dead_allocs[c] += h->bins[c].allocs;
+        dead_frees[c] += h->frees[c];
+        h->bins[c].allocs = h->frees[c] = 0;
     }
-    dead_counts.frees += h->frees;
     dead_counts.large_allocs += h->large_allocs;
     dead_counts.large_bytes += h->large_bytes;
     dead_counts.large_frees += h->large_frees;
-    h->frees = h->large_allocs = h->large_bytes = h->large_frees = 0;
+    dead_counts.large_pages += h->large_pages;
+    h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->live = false;
     h->free_next = heaps_free;
     heaps_free = h;
@@ -417,23 +418,35 @@ void slab_reclaim_abandoned(void) {
 
 void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
 
+/* Totals over dead heaps, live heaps and heapless frees.  An object's
+ * alloc and free may be counted on different heaps: live bytes are summed
+ * per class (exact once the threads are quiet; counts wrap consistently). */
 void heap_counts(struct heap_counts *hc) {
+    uint64_t allocs[NCLASSES], frees[NCLASSES];
     lock_acquire(&heap_lock);
     *hc = dead_counts;
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        allocs[c] = dead_allocs[c];
+        frees[c] = dead_frees[c] + atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
+    }
     for (struct heap *h = heaps_all; h; h = h->all_next) {
         if (!h->live) continue;
         for (unsigned c = 0; c < NCLASSES; c++) {
-            uint64_t a = __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
-            hc->small_allocs += a;
-            hc->small_bytes += a * classes[c].size;
+            allocs[c] += __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
+            frees[c] += __atomic_load_n(&h->frees[c], __ATOMIC_RELAXED);
         }
-        hc->frees += __atomic_load_n(&h->frees, __ATOMIC_RELAXED);
         hc->large_allocs += __atomic_load_n(&h->large_allocs, __ATOMIC_RELAXED);
         hc->large_bytes += __atomic_load_n(&h->large_bytes, __ATOMIC_RELAXED);
         hc->large_frees += __atomic_load_n(&h->large_frees, __ATOMIC_RELAXED);
+        hc->large_pages += __atomic_load_n(&h->large_pages, __ATOMIC_RELAXED);
     }
-    hc->frees += atomic_load_explicit(&remote_frees_without_heap, memory_order_relaxed);
     lock_release(&heap_lock);
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        hc->small_allocs += allocs[c];
+        hc->small_bytes += allocs[c] * classes[c].size;
+        hc->frees += frees[c];
+        hc->small_live_bytes += (allocs[c] - frees[c]) * classes[c].size;
+    }
 }
 
 /* Give the calling thread's empty slabs back to the page heap (malloc_trim,

@@ -32,10 +32,15 @@ struct bin {
     uint64_t allocs;
 };
 
+/* Counts: an object is counted as allocated in its allocating thread's bin
+ * and as freed, per class, by the thread that frees it (local or remote), so
+ * that live bytes are exact at report time (sum over heaps and classes of
+ * (allocs - frees) x class size) while a free adds one increment. */
 struct heap {
     struct bin bins[NCLASSES];
-    uint64_t frees;
+    uint64_t frees[NCLASSES];
     uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
+    uint64_t large_pages; /* net: pages allocated minus pages freed by this thread */
     struct span *empty; /* retired slabs kept for reuse */
     long nr_empty;
     struct heap *all_next, *free_next;
@@ -80,6 +85,11 @@ static inline bool small_is_object_start(const struct span *s, const void *p) {
     return idx * s->obj_size == off && idx < s->capacity;
 }
 
+/* p (an object start) is on a free list: the mark small_free checks. */
+static inline bool small_is_freed(const void *p) {
+    return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ folio_secret);
+}
+
 static inline void small_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
@@ -91,7 +101,7 @@ static inline void small_free(struct span *s, void *p) {
         w[0] = (uintptr_t)s->free;
         w[1] = tag;
         s->free = p;
-        h->frees++;
+        h->frees[s->cls]++;
         if (unlikely(--s->used <= s->slow_used)) small_free_slow(s, p);
         return;
     }

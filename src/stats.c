@@ -55,6 +55,8 @@ struct snapshot {
     struct huge_stats hs;
     struct pageset_stats pcp;
     uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
+    uint64_t large_pages, huge_live_bytes;
+    uint64_t allocs, frees, live_bytes; /* every tier */
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
     struct as_stats as;
 };
@@ -69,13 +71,22 @@ static void snap(struct snapshot *s) {
     G(large_allocs);
     G(large_bytes);
     G(large_frees);
+    G(large_pages);
     s->large_allocs += s->hc.large_allocs;
     s->large_bytes += s->hc.large_bytes;
     s->large_frees += s->hc.large_frees;
+    s->large_pages += s->hc.large_pages;
     G(huge_allocs);
     G(huge_bytes);
     G(huge_frees);
+    G(huge_live_bytes);
 #undef G
+    /* live: blocks handed out and not freed, by their usable size (what
+     * malloc_usable_size returns: small: the class size; large: its pages;
+     * huge: its mapping) */
+    s->allocs = s->hc.small_allocs + s->large_allocs + s->huge_allocs;
+    s->frees = s->hc.frees + s->large_frees + s->huge_frees;
+    s->live_bytes = s->hc.small_live_bytes + (s->large_pages << PAGE_SHIFT) + s->huge_live_bytes;
     os_rusage(&s->minflt, &s->majflt, &s->maxrss);
     s->rss = os_rss_bytes();
     if (s->maxrss < s->rss) s->maxrss = s->rss;
@@ -92,8 +103,10 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     struct sb b = {buf, len, 0};
     sb_put(&b, "{\n");
     kv(&b, "pid", (uint64_t)os_getpid());
-    kv(&b, "allocs", s.hc.small_allocs + s.large_allocs + s.huge_allocs);
-    kv(&b, "frees", s.hc.frees + s.large_frees + s.huge_frees);
+    kv(&b, "allocs", s.allocs);
+    kv(&b, "frees", s.frees);
+    kv(&b, "live_blocks", s.allocs - s.frees);
+    kv(&b, "live_bytes", s.live_bytes);
     kv(&b, "small_allocs", s.hc.small_allocs);
     kv(&b, "small_bytes", s.hc.small_bytes);
     kv(&b, "large_allocs", s.large_allocs);
@@ -229,7 +242,9 @@ EXPORT void folio_report_print(int fd) {
     line(&b, "  small allocs      ", s.hc.small_allocs, "");
     line(&b, "  large allocs      ", s.large_allocs, "");
     line(&b, "  huge allocs       ", s.huge_allocs, "");
-    line(&b, "  frees             ", s.hc.frees + s.large_frees + s.huge_frees, "");
+    line(&b, "  frees             ", s.frees, "");
+    line(&b, "  live blocks       ", s.allocs - s.frees, "");
+    line(&b, "  live bytes        ", s.live_bytes, "");
     line(&b, "  zone lock taken   ", s.zs.lock_acquired, "");
     line(&b, "  zone lock waited  ", s.zs.lock_contended, "");
     line(&b, "  pages from zone   ", s.zs.pages_from_zone, "");

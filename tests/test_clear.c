@@ -228,8 +228,16 @@ int main(int argc, char **argv)
 	uint64_t hy0 = report_u64("cleared_bytes_hybrid");
 	CHECK(folio_clear_with(buf, 2u << 20, FOLIO_CLEAR_HYBRID) == 0, "hybrid");
 	CHECK(report_u64("cleared_bytes_hybrid") >= hy0 + (2u << 20), "cleared_bytes_hybrid");
-	report_u64("zero_skipped_bytes");
-	report_u64("hot_nt_from");
+	/* a calloc of fresh memory (a new 3 MiB huge mapping: this process has
+	 * allocated nothing yet) is known zero: skipped, and counted exactly */
+	uint64_t zs0 = report_u64("zero_skipped_bytes");
+	void *fresh = calloc(1, OPAQUE((size_t)3 << 20));
+	CHECK(fresh != NULL, "calloc(1, 3 MiB)");
+	CHECK(report_u64("zero_skipped_bytes") == zs0 + (3u << 20),
+	      "calloc(1, 3 MiB) of fresh memory: zero_skipped_bytes grew by %lld, want %u",
+	      (long long)(report_u64("zero_skipped_bytes") - zs0), 3u << 20);
+	CHECK(first_not(fresh, 3u << 20, 0) == (size_t)-1, "calloc(1, 3 MiB) not zero");
+	free(OPAQUE(fresh));
 
 	/* forced modes and threads, in children */
 	char self[4096];

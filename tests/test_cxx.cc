@@ -1,12 +1,14 @@
 // folio-test: no-sanitize
 /* test_cxx: C++ new/delete in all forms with folio as the allocator: plain,
- * array, nothrow, sized, aligned (std::align_val_t, over-aligned types),
+ * array, nothrow, sized (every block comes back: folio's live counts return
+ * to their start), aligned (std::align_val_t, over-aligned types),
  * their combinations; a huge new throws std::bad_alloc (after calling the
  * new_handler), a huge nothrow new returns nullptr; containers and shared
  * pointers freed across threads. */
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -95,8 +97,21 @@ static void nothrow_forms()
     }
 }
 
+// One top-level counter of folio's report.
+static std::uint64_t report_value(const char *key)
+{
+    static char rep[1 << 16];
+    folio_report_json(rep, sizeof rep);
+    char pat[96];
+    std::snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *s = std::strstr(rep, pat);
+    CHECK(s != nullptr, "report has no %s", key);
+    return std::strtoull(s + std::strlen(pat), nullptr, 10);
+}
+
 static void sized_forms()
 {
+    std::uint64_t blocks0 = report_value("live_blocks"), bytes0 = report_value("live_bytes");
     for (std::size_t n = 1; n < (std::size_t(20) << 20); n = n < 4096 ? n + 13 : n * 2) {
         void *p = ::operator new(OPAQUE(n));
         std::memset(p, 1, n);
@@ -113,6 +128,10 @@ static void sized_forms()
         a[i] = 7;
         delete[] a;
     }
+    std::uint64_t blocks = report_value("live_blocks"), bytes = report_value("live_bytes");
+    CHECK(blocks == blocks0 && bytes == bytes0,
+          "after sized deletes: %lld live blocks and %lld live bytes more than before",
+          static_cast<long long>(blocks - blocks0), static_cast<long long>(bytes - bytes0));
 }
 
 static void aligned_forms()

@@ -17,7 +17,7 @@
 #ifdef FOLIO_TEST_GLIBC
 int main(void)
 {
-    SKIP("folio's own calls need folio"));
+    SKIP("folio's own calls need folio");
 }
 #else
 
@@ -114,8 +114,13 @@ static void clearing(void)
                   "folio_clear(+%zu, %zu) wrote past the end", off, n);
         }
     }
-    folio_clear(buf, 0);
-    CHECK(buf[0] == 0xc3 || buf[0] == 0, "folio_clear(p, 0)");
+    /* a zero-length clear writes nothing, at any alignment */
+    for (size_t off = 0; off < 64; off++) {
+        memset(buf, 0xc3, 256);
+        folio_clear(buf + 64 + off, 0);
+        CHECK(first_not(buf, 256, 0xc3) == (size_t)-1, "folio_clear(+%zu, 0) wrote byte %zu",
+              64 + off, first_not(buf, 256, 0xc3));
+    }
     free(OPAQUE(buf));
 }
 
@@ -141,9 +146,13 @@ static long json_value(const char *json, const char *key)
 
 static void report(void)
 {
-    /* Some allocation so the counters are not zero. */
+    /* 1000 allocations and frees: the counters move by exactly that. */
+    uint64_t allocs0 = report_u64("allocs"), frees0 = report_u64("frees");
     for (int i = 0; i < 1000; i++)
         free(OPAQUE(malloc(OPAQUE((size_t)i + 1))));
+    CHECK(report_u64("allocs") == allocs0 + 1000 && report_u64("frees") == frees0 + 1000,
+          "1000 malloc/free pairs: allocs %+lld, frees %+lld",
+          (long long)(report_u64("allocs") - allocs0), (long long)(report_u64("frees") - frees0));
 
     size_t need = folio_report_json(NULL, 0);
     CHECK(need > 10 && need < (16u << 20), "folio_report_json(NULL, 0) = %zu", need);
@@ -159,8 +168,17 @@ static void report(void)
     CHECK(*s == '{', "report does not start with '{': %.40s", buf);
     CHECK(strstr(buf, "\"allocs\"") != NULL, "report lacks \"allocs\": %.200s", buf);
     CHECK(strrchr(buf, '}') != NULL, "report lacks a closing '}'");
-    long allocs = json_value(buf, "allocs");
-    CHECK(allocs > 0, "report: \"allocs\" is %ld after 1000 mallocs", allocs);
+    /* this report was made after the malloc of buf: one more allocation */
+    long allocs = json_value(buf, "allocs"), frees = json_value(buf, "frees");
+    CHECK(allocs == (long)allocs0 + 1001 && frees == (long)frees0 + 1000,
+          "report: allocs %ld frees %ld, want %llu and %llu", allocs, frees,
+          (unsigned long long)allocs0 + 1001, (unsigned long long)frees0 + 1000);
+    CHECK(json_value(buf, "live_blocks") == allocs - frees,
+          "report: live_blocks %ld is not allocs - frees (%ld)", json_value(buf, "live_blocks"),
+          allocs - frees);
+    CHECK(json_value(buf, "live_bytes") >= (long)malloc_usable_size(buf),
+          "report: live_bytes %ld < the usable size of the live report buffer",
+          json_value(buf, "live_bytes"));
 
     /* Truncation like snprintf: NUL-terminated, returns the full length. */
     char small[16];
@@ -185,7 +203,8 @@ static void report(void)
     char fbuf[256] = {0};
     ssize_t r = read(fd, fbuf, sizeof fbuf - 1);
     close(fd);
-    CHECK(r > 0 && strstr(fbuf, "{") != NULL, "report file %s: %.40s", expect, fbuf);
+    CHECK(r > 0 && fbuf[0] == '{' && strstr(fbuf, "\"allocs\": ") != NULL,
+          "report file %s: %.40s", expect, fbuf);
     unlink(expect);
     errno = 0;
     snprintf(path, sizeof path, "%s/no/such/dir/r.json", dir);
@@ -199,10 +218,13 @@ static void report(void)
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     folio_report_print(pfd[1]);
     close(pfd[1]);
-    char pbuf[64];
-    r = read(pfd[0], pbuf, sizeof pbuf);
+    static char pbuf[8192];
+    r = read(pfd[0], pbuf, sizeof pbuf - 1);
     close(pfd[0]);
     CHECK(r > 0, "folio_report_print wrote nothing");
+    pbuf[r] = 0;
+    CHECK(strncmp(pbuf, "folio report\n", 13) == 0 && strstr(pbuf, "live bytes") != NULL,
+          "folio_report_print: %.80s", pbuf);
 }
 
 int main(void)

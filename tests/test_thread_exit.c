@@ -12,6 +12,14 @@
  *   destructors pthread key destructors that malloc/free during thread
  *               teardown (after the allocator may have seen the thread
  *               leave), re-arming themselves; pthread_exit; detached threads
+ *   slabs       deterministic, by folio's counts (in a re-executed child
+ *               without the background purger, which would move free pages
+ *               while the counts are read): a thread allocates several
+ *               slabs of one class and exits, main frees the objects, and
+ *               after malloc_trim the zone's pages in use are exactly what
+ *               they were; also with the owner freeing half itself, and
+ *               with main freeing everything (full slabs) while the owner
+ *               still lives
  *
  * FOLIO_TEST_SCALE scales the time-boxed parts. */
 #include <pthread.h>
@@ -20,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <malloc.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -373,8 +382,136 @@ static void destructors(void)
     NOTE("destructors: %d threads, %d destructor calls", threads, atomic_load(&dtor_calls));
 }
 
-int main(void)
+/* ---- slabs: a dead thread's slabs come back ----------------------------- */
+
+#define SLAB_OBJ 256 /* one size class */
+#define SLAB_N 1024  /* several of its slabs */
+#define CHUNK_PAGES 512
+static void *slab_objs[SLAB_N];
+static pthread_barrier_t slab_bar;
+
+enum slab_case { OWNER_EXITS, OWNER_FREES_HALF, FREED_WHILE_OWNER_LIVES };
+
+static uint64_t used_pages(void)
 {
+    return report_u64("zone_chunks") * CHUNK_PAGES - report_u64("zone_free_pages") -
+           report_u64("pcp_held_pages");
+}
+
+static void *slab_owner(void *arg)
+{
+    enum slab_case c = (enum slab_case)(intptr_t)arg;
+    for (int i = 0; i < SLAB_N; i++) {
+        slab_objs[i] = malloc(OPAQUE((size_t)SLAB_OBJ));
+        CHECK(slab_objs[i] != NULL, "malloc(%d)", SLAB_OBJ);
+        memset(slab_objs[i], i & 0xff, SLAB_OBJ);
+    }
+    if (c == OWNER_FREES_HALF)
+        for (int i = 0; i < SLAB_N; i += 2) {
+            free(OPAQUE(slab_objs[i]));
+            slab_objs[i] = NULL;
+        }
+    if (c == FREED_WHILE_OWNER_LIVES) {
+        pthread_barrier_wait(&slab_bar); /* main frees them all */
+        pthread_barrier_wait(&slab_bar);
+    }
+    return NULL;
+}
+
+static void slab_case(enum slab_case c, const char *what)
+{
+    malloc_trim(0);
+    uint64_t blocks0 = report_u64("live_blocks"), bytes0 = report_u64("live_bytes");
+    uint64_t used0 = used_pages();
+    pthread_t t;
+    CHECK(pthread_barrier_init(&slab_bar, NULL, 2) == 0, "pthread_barrier_init");
+    CHECK(pthread_create(&t, NULL, slab_owner, (void *)(intptr_t)c) == 0, "pthread_create");
+    int live = c == OWNER_FREES_HALF ? SLAB_N / 2 : SLAB_N;
+    uint64_t held = 0;
+    if (c == FREED_WHILE_OWNER_LIVES)
+        pthread_barrier_wait(&slab_bar);
+    else
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    CHECK(report_u64("live_blocks") == blocks0 + (uint64_t)live &&
+              report_u64("live_bytes") == bytes0 + (uint64_t)live * SLAB_OBJ,
+          "%s: live_blocks/live_bytes are not the start plus %d objects of %d bytes", what, live,
+          SLAB_OBJ);
+    if (c != FREED_WHILE_OWNER_LIVES) {
+        malloc_trim(0);
+        /* 256 B objects fill their slabs with no room left, and a fresh
+         * heap fills one slab after the other: the pages held are exactly
+         * those of SLAB_N objects (halving them frees no slab) */
+        held = used_pages() - used0;
+        CHECK(held == SLAB_N * SLAB_OBJ / 4096,
+              "%s: the dead thread's %d live objects hold %lld pages, want %d", what, live,
+              (long long)held, SLAB_N * SLAB_OBJ / 4096);
+    }
+    for (int i = 0; i < SLAB_N; i++) {
+        if (!slab_objs[i])
+            continue;
+        CHECK(first_not(slab_objs[i], SLAB_OBJ, (unsigned char)(i & 0xff)) == (size_t)-1,
+              "%s: object %d damaged", what, i);
+        free(OPAQUE(slab_objs[i]));
+        slab_objs[i] = NULL;
+    }
+    if (c == FREED_WHILE_OWNER_LIVES) {
+        pthread_barrier_wait(&slab_bar);
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    }
+    pthread_barrier_destroy(&slab_bar);
+    CHECK(report_u64("live_blocks") == blocks0 && report_u64("live_bytes") == bytes0,
+          "%s: live counts not back after the frees", what);
+    malloc_trim(0);
+    uint64_t used = used_pages();
+    CHECK(used == used0, "%s: after malloc_trim %lld zone pages more are in use than before: the "
+          "dead thread's slabs did not come back", what, (long long)(used - used0));
+    if (c == FREED_WHILE_OWNER_LIVES)
+        NOTE("slabs: %-34s all pages back", what);
+    else
+        NOTE("slabs: %-34s %llu pages held while live, all back", what, (unsigned long long)held);
+}
+
+static void *idle(void *arg)
+{
+    return arg;
+}
+
+static int slabs(void)
+{
+    const char *pt = getenv("FOLIO_PURGE_THREAD");
+    CHECK(pt && strcmp(pt, "0") == 0, "the slabs part runs with FOLIO_PURGE_THREAD=0");
+    /* the first thread creation allocates what the C library keeps for
+     * later threads */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, idle, NULL) == 0 && pthread_join(t, NULL) == 0, "idle thread");
+    slab_case(OWNER_EXITS, "owner exits, main frees all");
+    slab_case(OWNER_FREES_HALF, "owner frees half and exits");
+    slab_case(FREED_WHILE_OWNER_LIVES, "main frees all, then owner exits");
+    slab_case(OWNER_EXITS, "owner exits (again)");
+    return 0;
+}
+
+/* Run the slabs part in a fresh process without the background purger. */
+static void slabs_in_child(char *self)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        setenv("FOLIO_PURGE_THREAD", "0", 1);
+        char *args[] = {self, "slabs", NULL};
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "slabs child failed (status %#x)", st);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "slabs") == 0)
+        return slabs();
+    slabs_in_child(argv[0]);
     double t = now_sec();
     rounds();
     NOTE("rounds took %.2fs", now_sec() - t);
