@@ -158,6 +158,18 @@ static void child_work(blk_t **inherited, int n_inherited, int depth, uint64_t s
     }
 }
 
+/* Wait until the background threads have done `ops` operations: a thread
+ * still in its start-up holds locks of the sanitizer runtimes, which are not
+ * fork-safe (ASan's own allocator, which glibc's thread start-up calls,
+ * deadlocks the child), so the forks start once they run. */
+static void wait_running(long ops)
+{
+    double until = now_sec() + 10;
+    while (atomic_load(&bg_ops) < ops && now_sec() < until)
+        usleep(1000);
+    CHECK(atomic_load(&bg_ops) >= ops, "background threads did not start");
+}
+
 static void busy(void)
 {
     enum { BG = 2, INH = 256 };
@@ -165,6 +177,7 @@ static void busy(void)
     for (int i = 0; i < BG; i++)
         CHECK(pthread_create(&t[i], NULL, bg_thread, (void *)(uintptr_t)(i + 1)) == 0,
               "pthread_create");
+    wait_running(200L * BG);
     rng_t r;
     rng_seed(&r, 4242);
     double until = now_sec() + test_seconds(1.5);
@@ -229,6 +242,7 @@ static void holder_test(void)
     while (hstage < 1)
         pthread_cond_wait(&hcv, &hmu);
     pthread_mutex_unlock(&hmu);
+    wait_running(atomic_load(&bg_ops) + 200);
     for (int k = 0; k < 3; k++) {
         pid_t pid = fork();
         CHECK(pid >= 0, "fork");

@@ -39,7 +39,7 @@ static size_t size_for(rng_t *r, uint64_t i)
 
 /* Blocks handed between threads: a thread frees what another allocated. */
 static _Atomic(unsigned char *) shared[SLOTS];
-static atomic_int stop;
+static atomic_int stop, running;
 
 static unsigned char *make(rng_t *r, size_t n)
 {
@@ -69,6 +69,8 @@ static void *worker(void *arg)
         }
         unsigned char *old = atomic_exchange(&shared[rng_next(&r) % SLOTS], p);
         free(old);
+        if (i == 1)
+            atomic_fetch_add(&running, 1);
     }
     return NULL;
 }
@@ -94,12 +96,34 @@ static void *child_work(void *arg)
 
 static double fork_secs;
 
+static int threads_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
 static void run_storm(void)
 {
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1)) == 0,
               "pthread_create");
+    /* Fork once every thread runs its loop and folio's purger has started
+     * (the process then has THREADS + 2 threads): a thread still starting up
+     * holds locks of the sanitizer runtimes, which are not fork-safe (ASan's
+     * own allocator, used by glibc's thread start-up, deadlocks the child). */
+    double ready_by = now_sec() + 5;
+    while ((atomic_load(&running) < THREADS || threads_now() < THREADS + 2) && now_sec() < ready_by)
+        usleep(1000);
+    CHECK(atomic_load(&running) == THREADS, "the worker threads did not start");
     int forks = (int)(FORKS * test_seconds(1.0));
     if (forks < 20)
         forks = 20;
