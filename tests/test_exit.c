@@ -7,7 +7,10 @@
  *   exit-purger     main allocates and frees enough to start the background
  *                   purger (checked: the process has 2 threads), then calls
  *                   pthread_exit: the process must exit 0 at once
- *   exit-quiet      main calls pthread_exit without allocating
+ *   exit-quiet      main calls pthread_exit without allocating, with
+ *                   FOLIO_PURGE_THREAD=0 (checked: 1 thread)
+ *   exit-nopurger   main allocates and frees, FOLIO_PURGE_THREAD=0, then
+ *                   calls pthread_exit
  *   exit-helpers    as exit-purger, with the clearing engine's helper
  *                   threads started by a threaded calloc
  *   exit-last       main calls pthread_exit while a thread still works;
@@ -111,6 +114,12 @@ static void run_case_body(const char *name)
         start_purger();
         pthread_exit(NULL);
     } else if (!strcmp(name, "exit-quiet")) {
+        CHECK(threads_now() == 1, "%d threads before pthread_exit", threads_now());
+        pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-nopurger")) {
+        for (int i = 0; i < 64; i++)
+            free(OPAQUE(malloc(OPAQUE((size_t)i << 16))));
+        CHECK(threads_now() == 1, "%d threads before pthread_exit", threads_now());
         pthread_exit(NULL);
     } else if (!strcmp(name, "exit-helpers")) {
         start_purger();
@@ -155,6 +164,8 @@ static int run_case(const char *name, int term, double *secs)
         close(out[1]);
         setenv("FOLIO_CLEAR_THREADS", "3", 1);
         setenv("FOLIO_CLEAR_MT_MIB", "1", 1);
+        if (!strcmp(name, "exit-quiet") || !strcmp(name, "exit-nopurger"))
+            setenv("FOLIO_PURGE_THREAD", "0", 1);
         execl("/proc/self/exe", "test_exit", name, (char *)NULL);
         _exit(127);
     }
@@ -209,6 +220,7 @@ int main(int argc, char **argv)
         return 99;
     }
     expect_exit("exit-quiet", 0);
+    expect_exit("exit-nopurger", 0);
     expect_exit("exit-purger", 0);
     expect_exit("exit-helpers", 0);
     expect_exit("exit-last", 0);
