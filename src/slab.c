@@ -24,6 +24,7 @@ static pthread_key_t heap_key;
 static _Atomic uint64_t remote_frees_without_heap;
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
+_Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
 /* ---- bin lists (owner only), doubly linked through next/prev ---- */
 static void list_push(struct span **head, struct span *s) {
@@ -39,21 +40,22 @@ static void list_remove(struct span **head, struct span *s) {
     s->next = s->prev = NULL;
 }
 
-/* Move the objects other threads freed onto s->free.  Returns how many. */
+/* Move the objects other threads freed onto s->free.  Returns how many.
+ * The walk checks each link as a pop does (slab_link_next), and that the
+ * list holds no more objects than s->used counts (a cycle); the head came
+ * from slab_remote_free, whose caller checked it. */
 static uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
-    uint32_t n = 1;
-    void **tail = (void **)tf;
-    while (tail[0]) {
-        tail = tail[0];
-        n++;
-    }
-    tail[0] = s->free;
+    uint32_t used = s->used, n = 1;
+    void *tail = (void *)tf;
+    for (void *next; (next = slab_link_next(tail)) != NULL; tail = next, n++)
+        if (n >= used) slab_bad_link(tail);
+    *(uintptr_t *)tail = slab_link_encode(slab_tag(tail), s->free);
     s->free = (void *)tf;
-    s->used -= n;
+    s->used = used - n;
     return n;
 }
 
@@ -122,8 +124,9 @@ static void extend(struct span *s) {
     if (k < 8) k = 8;
     if (k > left) k = left;
     char *p = s->bump;
-    for (size_t i = 0; i + 1 < k; i++) ((void **)(p + i * size))[0] = p + (i + 1) * size;
-    ((void **)(p + (k - 1) * size))[0] = s->free;
+    for (size_t i = 0; i + 1 < k; i++)
+        *(uintptr_t *)(p + i * size) = slab_link_encode(slab_tag(p + i * size), p + (i + 1) * size);
+    *(uintptr_t *)(p + (k - 1) * size) = slab_link_encode(slab_tag(p + (k - 1) * size), s->free);
     s->free = p;
     s->bump = p + k * size;
 }
@@ -272,7 +275,7 @@ void *small_alloc_slow(size_t n) {
     }
     struct span *s = b->cur;
     void **p = s->free;
-    s->free = p[0];
+    s->free = slab_link_next(p);
     p[1] = NULL;
     s->used++;
     b->allocs++;
@@ -306,7 +309,7 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
     w[1] = tag;
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     do {
-        w[0] = old == SLAB_FULL_TAG ? 0 : old;
+        w[0] = slab_link_encode(tag, old == SLAB_FULL_TAG ? NULL : (void *)old);
     } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                     memory_order_release, memory_order_relaxed));
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
