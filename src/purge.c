@@ -59,7 +59,9 @@ static void *purge_main(void *arg) {
 void purge_maybe_start_thread(void) {
     if (!opt.purge_thread || atomic_load_explicit(&purge_thread_state, memory_order_relaxed))
         return;
-    if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG && !pageset_grown()) return;
+    if (zone_dirty_bytes() + huge_dirty_bytes() + slab_spare_bytes() < PURGE_THREAD_BACKLOG &&
+        !pageset_grown())
+        return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
     sigset_t all, old;

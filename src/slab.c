@@ -20,6 +20,17 @@ static struct heap_counts dead_counts; /* counts of heaps whose thread exited */
 static lock_t abandoned_lock;
 static struct span *abandoned[NCLASSES];
 
+/* Spare slabs: empty slabs that exited threads left (their own, and the
+ * abandoned ones their objects' frees emptied), by page order, newest first,
+ * under abandoned_lock; their pages still map to them.  A starting thread
+ * takes its slabs from here before the page heap, so thread churn does not
+ * cycle pages through the pagesets and the zone, where each freed page would
+ * stay resident for the purge delay while the next thread's slabs come from
+ * elsewhere.  The purger purges and gives back the ones no thread took
+ * within a quarter of the delay. */
+static struct span *spare[PCP_MAX_ORDER + 1];
+static _Atomic size_t spare_pages;
+
 static pthread_key_t heap_key;
 static _Atomic uint64_t remote_frees_without_heap;
 
@@ -89,6 +100,80 @@ static void empty_cache_drain(struct heap *h) {
     h->nr_empty = 0;
 }
 
+/* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
+ * heap's cache) goes to the spare lists; abandoned_lock held. */
+static void spare_put_locked(struct span *s, uint64_t now) {
+    span_set_kind(s, SPAN_TAKEN);
+    s->flags = 0;
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    unsigned o = (unsigned)__builtin_ctz(s->npages);
+    s->freed_at = now;
+    s->next = spare[o];
+    __atomic_store_n(&spare[o], s, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
+}
+
+static void spare_put(struct span *s) {
+    if (opt.purge_delay_ms == 0) { /* nothing is kept */
+        retire(NULL, s);
+        return;
+    }
+    uint64_t now = os_now_ms();
+    lock_acquire(&abandoned_lock);
+    spare_put_locked(s, now);
+    lock_release(&abandoned_lock);
+}
+
+/* A spare slab of npages pages (its pages still map to it), or NULL. */
+static struct span *spare_get(uint32_t npages) {
+    unsigned o = (unsigned)__builtin_ctz(npages);
+    if (!__atomic_load_n(&spare[o], __ATOMIC_RELAXED)) return NULL;
+    lock_acquire(&abandoned_lock);
+    struct span *s = spare[o];
+    if (s) {
+        __atomic_store_n(&spare[o], s->next, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+    }
+    lock_release(&abandoned_lock);
+    return s;
+}
+
+size_t slab_spare_bytes(void) {
+    return atomic_load_explicit(&spare_pages, memory_order_relaxed) << PAGE_SHIFT;
+}
+
+/* Give spare slabs spared at least min_age_ms ago back to the page heap,
+ * purged (they waited here rather than in the zone); 0: every one. */
+static void spare_trim(uint64_t min_age_ms) {
+    struct span *old = NULL;
+    uint64_t now = os_now_ms();
+    lock_acquire(&abandoned_lock);
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        struct span **pp = &spare[o];
+        while (*pp && now - (*pp)->freed_at < min_age_ms) pp = &(*pp)->next;
+        struct span *tail = *pp; /* newest first: the rest is older */
+        __atomic_store_n(pp, NULL, __ATOMIC_RELAXED);
+        while (tail) {
+            struct span *s = tail;
+            tail = s->next;
+            atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+            s->next = old;
+            old = s;
+        }
+    }
+    lock_release(&abandoned_lock);
+    /* outside the lock: returning pages may run the purger, which comes
+     * back here */
+    while (old) {
+        struct span *s = old;
+        old = s->next;
+        span_map_pages(s, NULL, s->page_idx, s->npages);
+        os_purge(s->start, (size_t)s->npages << PAGE_SHIFT);
+        s->flags = SPAN_ZEROED;
+        page_free(s);
+    }
+}
+
 /* Put the exhausted slab s on its bin's full list.  Fails (false) when
  * remote frees arrived meanwhile: the caller collects them instead. */
 static bool make_full(struct bin *b, struct span *s) {
@@ -141,7 +226,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
             h->nr_empty--;
             break;
         }
-    bool mapped = s != NULL; /* from the cache: its pages still map to it */
+    if (!s) s = spare_get(ci->pages);
+    bool mapped = s != NULL; /* from a cache: its pages still map to it */
     if (!s) {
         s = page_alloc(ci->pages, 1);
         if (!s) return NULL;
@@ -177,7 +263,8 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         if (s->used == 0) {
-            retire(h, s);
+            if (h->nr_empty < opt.heap_empty_slabs) retire(h, s);
+            else spare_put(s);
             continue;
         }
         if (s->free || s->bump < s->bump_end) return s;
@@ -201,6 +288,8 @@ static void rescue_full(struct heap *h, struct bin *b) {
 }
 
 static void heap_thread_exit(void *arg);
+static void reclaim_emptied(unsigned budget);
+#define RECLAIM_PER_EXIT 128 /* abandoned slabs a thread exit looks at */
 
 static struct heap *heap_create(void) {
     folio_init();
@@ -321,7 +410,7 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
- * the rest back to the page heap; the heap struct is kept for reuse. */
+ * the rest to the spare lists; the heap struct is kept for reuse. */
 static void heap_abandon(struct heap *h) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
@@ -343,7 +432,7 @@ static void heap_abandon(struct heap *h) {
             list = s->next;
             collect(s);
             if (s->used == 0) {
-                retire(NULL, s);
+                spare_put(s);
                 continue;
             }
             atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
@@ -354,7 +443,12 @@ static void heap_abandon(struct heap *h) {
             lock_release(&abandoned_lock);
         }
     }
-    empty_cache_drain(h);
+    while (h->empty) {
+        struct span *s = h->empty;
+        h->empty = s->next;
+        spare_put(s);
+    }
+    h->nr_empty = 0;
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         dead_counts.small_allocs += h->bins[c].allocs;
@@ -370,6 +464,10 @@ static void heap_abandon(struct heap *h) {
     h->free_next = heaps_free;
     heaps_free = h;
     lock_release(&heap_lock);
+    /* the frees of this thread (and of the others) emptied abandoned slabs:
+     * spare them for the threads to come, a bounded share per exit */
+    reclaim_emptied(RECLAIM_PER_EXIT);
+    purge_maybe_start_thread(); /* someone must give the spare slabs back */
 }
 
 static void heap_thread_exit(void *arg) {
@@ -380,33 +478,39 @@ static void heap_thread_exit(void *arg) {
     }
 }
 
-/* Retire abandoned slabs whose objects have all been freed (called from the
- * purger; no thread may ever adopt them otherwise). */
-void slab_reclaim_abandoned(void) {
-    struct span *empty = NULL;
+/* Move abandoned slabs whose objects have all been freed to the spare lists
+ * (no thread adopts them otherwise): up to `budget` slabs, from where the
+ * last call stopped (0: every list). */
+static void reclaim_emptied(unsigned budget) {
+    static unsigned next_class; /* under abandoned_lock */
+    uint64_t now = os_now_ms();
+    unsigned left = budget;
     lock_acquire(&abandoned_lock);
-    for (unsigned c = 0; c < NCLASSES; c++) {
+    unsigned c = budget ? next_class : 0;
+    for (unsigned k = 0; k < NCLASSES; k++, c = (c + 1) % NCLASSES) {
         struct span **pp = &abandoned[c];
         while (*pp) {
+            if (budget && left-- == 0) goto out;
             struct span *s = *pp;
             collect(s);
             if (s->used == 0) {
                 __atomic_store_n(pp, s->next, __ATOMIC_RELAXED);
-                s->next = empty;
-                empty = s;
+                spare_put_locked(s, now);
             } else {
                 pp = &s->next;
             }
         }
     }
+out:
+    next_class = c;
     lock_release(&abandoned_lock);
-    /* retire outside the lock: returning pages may run the purger, which
-     * comes back here */
-    while (empty) {
-        struct span *s = empty;
-        empty = s->next;
-        retire(NULL, s);
-    }
+}
+
+/* The purger's share: every emptied abandoned slab to the spare lists, and
+ * the spare slabs no thread took within a quarter of the delay back. */
+void slab_reclaim_abandoned(void) {
+    reclaim_emptied(0);
+    spare_trim((uint64_t)opt.purge_delay_ms / 4);
 }
 
 void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
@@ -430,8 +534,11 @@ void heap_counts(struct heap_counts *hc) {
     lock_release(&heap_lock);
 }
 
-/* Drop the calling thread's cache of empty slabs (malloc_trim). */
+/* Drop the calling thread's cache of empty slabs and every spare slab
+ * (malloc_trim). */
 void heap_trim_current(void) {
+    reclaim_emptied(0);
+    spare_trim(0);
     struct heap *h = tl_heap;
     if (!h) return;
     empty_cache_drain(h);

@@ -4,6 +4,9 @@
  *  - a slab (span of kind SPAN_SLAB) belongs to one heap (its owner) or to
  *    the abandoned lists (owner == &heap_abandoned); only the owner touches
  *    s->free, s->used, s->bump and the bin lists, with no atomic instruction;
+ *  - an empty slab a thread left at exit waits on the spare lists (kind
+ *    SPAN_TAKEN, its pages still mapped to it) for a new thread's slab_new,
+ *    or for the purger to give it back;
  *  - any other thread frees an object with one atomic push onto
  *    s->thread_free; the owner takes the whole list with one exchange;
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
