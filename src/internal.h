@@ -359,6 +359,7 @@ void heap_counts(struct heap_counts *hc);
 void heap_lock_all(void);
 void heap_unlock_all(bool child);
 void slab_reclaim_abandoned(void);
+size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new ones */
 void heap_trim_current(void);
 
 /* ---------------------------------------------------------------- large / huge */

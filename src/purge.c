@@ -86,7 +86,9 @@ void purge_note_thread_exit(void) {
 void purge_maybe_start_thread(void) {
     if (!opt.purge_thread || atomic_load_explicit(&purge_thread_state, memory_order_relaxed))
         return;
-    if (zone_dirty_bytes() + huge_dirty_bytes() < PURGE_THREAD_BACKLOG && !pageset_grown()) return;
+    if (zone_dirty_bytes() + huge_dirty_bytes() + slab_spare_bytes() < PURGE_THREAD_BACKLOG &&
+        !pageset_grown())
+        return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
     if (!bg_start(purge_main, NULL)) atomic_store(&purge_thread_state, 2); /* never again */

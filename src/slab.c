@@ -21,10 +21,22 @@ static uint64_t dead_allocs[NCLASSES], dead_frees[NCLASSES]; /* their per-class 
 static lock_t abandoned_lock = LOCK_INIT(LOCK_RANK_ABANDONED);
 static struct span *abandoned[NCLASSES];
 
+/* Spare slabs: empty slabs that exited threads left (their own, and the
+ * abandoned ones their objects' frees emptied), by page order, newest first,
+ * under abandoned_lock; their pages still map to them.  A starting thread
+ * takes its slabs from here before the page heap, so thread churn does not
+ * cycle pages through the pagesets and the zone, where each freed page would
+ * stay resident for the purge delay while the next thread's slabs come from
+ * elsewhere.  The purger purges and gives back the ones no thread took
+ * within a quarter of the delay. */
+static struct span *spare[PCP_MAX_ORDER + 1];
+static _Atomic size_t spare_pages;
+
 static pthread_key_t heap_key;
 static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads with no heap */
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
+_Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
 /* ---- bin lists (owner only), doubly linked through next/prev ---- */
 static void list_push(struct span **head, struct span *s) {
@@ -40,21 +52,22 @@ static void list_remove(struct span **head, struct span *s) {
     s->next = s->prev = NULL;
 }
 
-/* Move the objects other threads freed onto s->free.  Returns how many. */
+/* Move the objects other threads freed onto s->free.  Returns how many.
+ * The walk checks each link as a pop does (slab_link_next), and that the
+ * list holds no more objects than s->used counts (a cycle); the head came
+ * from slab_remote_free, whose caller checked it. */
 static uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
-    uint32_t n = 1;
-    void **tail = (void **)tf;
-    while (tail[0]) {
-        tail = tail[0];
-        n++;
-    }
-    tail[0] = s->free;
+    uint32_t used = s->used, n = 1;
+    void *tail = (void *)tf;
+    for (void *next; (next = slab_link_next(tail)) != NULL; tail = next, n++)
+        if (n >= used) slab_bad_link(tail);
+    *(uintptr_t *)tail = slab_link_encode(slab_tag(tail), s->free);
     s->free = (void *)tf;
-    s->used -= n;
+    s->used = used - n;
     return n;
 }
 
@@ -86,6 +99,80 @@ static void empty_cache_drain(struct heap *h) {
         page_free(s);
     }
     h->nr_empty = 0;
+}
+
+/* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
+ * heap's cache) goes to the spare lists; abandoned_lock held. */
+static void spare_put_locked(struct span *s, uint64_t now) {
+    span_set_kind(s, SPAN_TAKEN);
+    s->flags = 0;
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    unsigned o = (unsigned)__builtin_ctz(s->npages);
+    s->freed_at = now;
+    s->next = spare[o];
+    __atomic_store_n(&spare[o], s, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
+}
+
+static void spare_put(struct span *s) {
+    if (opt.purge_delay_ms == 0) { /* nothing is kept */
+        retire(NULL, s);
+        return;
+    }
+    uint64_t now = os_now_ms();
+    lock_acquire(&abandoned_lock);
+    spare_put_locked(s, now);
+    lock_release(&abandoned_lock);
+}
+
+/* A spare slab of npages pages (its pages still map to it), or NULL. */
+static struct span *spare_get(uint32_t npages) {
+    unsigned o = (unsigned)__builtin_ctz(npages);
+    if (!__atomic_load_n(&spare[o], __ATOMIC_RELAXED)) return NULL;
+    lock_acquire(&abandoned_lock);
+    struct span *s = spare[o];
+    if (s) {
+        __atomic_store_n(&spare[o], s->next, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+    }
+    lock_release(&abandoned_lock);
+    return s;
+}
+
+size_t slab_spare_bytes(void) {
+    return atomic_load_explicit(&spare_pages, memory_order_relaxed) << PAGE_SHIFT;
+}
+
+/* Give spare slabs spared at least min_age_ms ago back to the page heap,
+ * purged (they waited here rather than in the zone); 0: every one. */
+static void spare_trim(uint64_t min_age_ms) {
+    struct span *old = NULL;
+    uint64_t now = os_now_ms();
+    lock_acquire(&abandoned_lock);
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        struct span **pp = &spare[o];
+        while (*pp && now - (*pp)->freed_at < min_age_ms) pp = &(*pp)->next;
+        struct span *tail = *pp; /* newest first: the rest is older */
+        __atomic_store_n(pp, NULL, __ATOMIC_RELAXED);
+        while (tail) {
+            struct span *s = tail;
+            tail = s->next;
+            atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+            s->next = old;
+            old = s;
+        }
+    }
+    lock_release(&abandoned_lock);
+    /* outside the lock: returning pages may run the purger, which comes
+     * back here */
+    while (old) {
+        struct span *s = old;
+        old = s->next;
+        span_map_pages(s, NULL, s->page_idx, s->npages);
+        os_purge(s->start, (size_t)s->npages << PAGE_SHIFT);
+        s->flags = SPAN_ZEROED;
+        page_free(s);
+    }
 }
 
 /* Put the exhausted slab s on its bin's full list.  Fails (false) when
@@ -123,8 +210,9 @@ static void extend(struct span *s) {
     if (k < 8) k = 8;
     if (k > left) k = left;
     char *p = s->bump;
-    for (size_t i = 0; i + 1 < k; i++) ((void **)(p + i * size))[0] = p + (i + 1) * size;
-    ((void **)(p + (k - 1) * size))[0] = s->free;
+    for (size_t i = 0; i + 1 < k; i++)
+        *(uintptr_t *)(p + i * size) = slab_link_encode(slab_tag(p + i * size), p + (i + 1) * size);
+    *(uintptr_t *)(p + (k - 1) * size) = slab_link_encode(slab_tag(p + (k - 1) * size), s->free);
     s->free = p;
     s->bump = p + k * size;
 }
@@ -139,7 +227,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
             h->nr_empty--;
             break;
         }
-    bool mapped = s != NULL; /* from the cache: its pages still map to it */
+    if (!s) s = spare_get(ci->pages);
+    bool mapped = s != NULL; /* from a cache: its pages still map to it */
     if (!s) {
         s = page_alloc(ci->pages, 1);
         if (!s) return NULL;
@@ -175,7 +264,8 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         if (s->used == 0) {
-            retire(h, s);
+            if (h->nr_empty < opt.heap_empty_slabs) retire(h, s);
+            else spare_put(s);
             continue;
         }
         if (s->free || s->bump < s->bump_end) return s;
@@ -199,6 +289,8 @@ static void rescue_full(struct heap *h, struct bin *b) {
 }
 
 static void heap_thread_exit(void *arg);
+static void reclaim_emptied(unsigned budget);
+#define RECLAIM_PER_EXIT 128 /* abandoned slabs a thread exit looks at */
 
 static struct heap *heap_create(void) {
     folio_init();
@@ -280,7 +372,7 @@ void *small_alloc_slow(size_t n) {
     }
     struct span *s = b->cur;
     void **p = s->free;
-    s->free = p[0];
+    s->free = slab_link_next(p);
     p[1] = NULL;
     s->used++;
     b->allocs++;
@@ -315,7 +407,7 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
     w[1] = tag;
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     do {
-        w[0] = old == SLAB_FULL_TAG ? 0 : old;
+        w[0] = slab_link_encode(tag, old == SLAB_FULL_TAG ? NULL : (void *)old);
     } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                     memory_order_release, memory_order_relaxed));
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
@@ -327,7 +419,7 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
- * the rest back to the page heap; the heap struct is kept for reuse. */
+ * the rest to the spare lists; the heap struct is kept for reuse. */
 static void heap_abandon(struct heap *h) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
@@ -349,7 +441,7 @@ static void heap_abandon(struct heap *h) {
             list = s->next;
             collect(s);
             if (s->used == 0) {
-                retire(NULL, s);
+                spare_put(s);
                 continue;
             }
             atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
@@ -360,7 +452,12 @@ static void heap_abandon(struct heap *h) {
             lock_release(&abandoned_lock);
         }
     }
-    empty_cache_drain(h);
+    while (h->empty) {
+        struct span *s = h->empty;
+        h->empty = s->next;
+        spare_put(s);
+    }
+    h->nr_empty = 0;
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         dead_allocs[c] += h->bins[c].allocs;
@@ -376,6 +473,10 @@ static void heap_abandon(struct heap *h) {
     h->free_next = heaps_free;
     heaps_free = h;
     lock_release(&heap_lock);
+    /* the frees of this thread (and of the others) emptied abandoned slabs:
+     * spare them for the threads to come, a bounded share per exit */
+    reclaim_emptied(RECLAIM_PER_EXIT);
+    purge_maybe_start_thread(); /* someone must give the spare slabs back */
 }
 
 static void heap_thread_exit(void *arg) {
@@ -387,33 +488,39 @@ static void heap_thread_exit(void *arg) {
     purge_note_thread_exit();
 }
 
-/* Retire abandoned slabs whose objects have all been freed (called from the
- * purger; no thread may ever adopt them otherwise). */
-void slab_reclaim_abandoned(void) {
-    struct span *empty = NULL;
+/* Move abandoned slabs whose objects have all been freed to the spare lists
+ * (no thread adopts them otherwise): up to `budget` slabs, from where the
+ * last call stopped (0: every list). */
+static void reclaim_emptied(unsigned budget) {
+    static unsigned next_class; /* under abandoned_lock */
+    uint64_t now = os_now_ms();
+    unsigned left = budget;
     lock_acquire(&abandoned_lock);
-    for (unsigned c = 0; c < NCLASSES; c++) {
+    unsigned c = budget ? next_class : 0;
+    for (unsigned k = 0; k < NCLASSES; k++, c = (c + 1) % NCLASSES) {
         struct span **pp = &abandoned[c];
         while (*pp) {
+            if (budget && left-- == 0) goto out;
             struct span *s = *pp;
             collect(s);
             if (s->used == 0) {
                 __atomic_store_n(pp, s->next, __ATOMIC_RELAXED);
-                s->next = empty;
-                empty = s;
+                spare_put_locked(s, now);
             } else {
                 pp = &s->next;
             }
         }
     }
+out:
+    next_class = c;
     lock_release(&abandoned_lock);
-    /* retire outside the lock: returning pages may run the purger, which
-     * comes back here */
-    while (empty) {
-        struct span *s = empty;
-        empty = s->next;
-        retire(NULL, s);
-    }
+}
+
+/* The purger's share: every emptied abandoned slab to the spare lists, and
+ * the spare slabs no thread took within a quarter of the delay back. */
+void slab_reclaim_abandoned(void) {
+    reclaim_emptied(0);
+    spare_trim((uint64_t)opt.purge_delay_ms / 4);
 }
 
 void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
@@ -450,9 +557,12 @@ void heap_counts(struct heap_counts *hc) {
 }
 
 /* Give the calling thread's empty slabs back to the page heap (malloc_trim,
- * as_reclaim): its cache of empty slabs, and each bin's current slab when
- * nothing in it is in use (the bin takes a slab again on its next miss). */
+ * as_reclaim): its cache of empty slabs, each bin's current slab when
+ * nothing in it is in use (the bin takes a slab again on its next miss),
+ * and every spare slab. */
 void heap_trim_current(void) {
+    reclaim_emptied(0);
+    spare_trim(0);
     struct heap *h = tl_heap;
     if (!h) return;
     for (unsigned c = 0; c < NCLASSES; c++) {

@@ -4,6 +4,9 @@
  *  - a slab (span of kind SPAN_SLAB) belongs to one heap (its owner) or to
  *    the abandoned lists (owner == &heap_abandoned); only the owner touches
  *    s->free, s->used, s->bump and the bin lists, with no atomic instruction;
+ *  - an empty slab a thread left at exit waits on the spare lists (kind
+ *    SPAN_TAKEN, its pages still mapped to it) for a new thread's slab_new,
+ *    or for the purger to give it back;
  *  - any other thread frees an object with one atomic push onto
  *    s->thread_free; the owner takes the whole list with one exchange;
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
@@ -15,9 +18,13 @@
  *  - a full slab returns to the partial list only once 1/8 of it is free
  *    again (slow_used = capacity - capacity/8), so a bin does not walk from
  *    slab to slab one free object at a time; otherwise slow_used == 0;
- *  - a free object's second word holds (address ^ folio_secret); malloc
- *    clears it, so free of an object whose word already holds it is a double
- *    free. */
+ *  - a free object's second word holds its tag (address ^ folio_secret);
+ *    malloc clears it, so free of an object whose word already holds it is a
+ *    double free;
+ *  - a free object's first word is its free-list link, stored encoded as
+ *    next ^ tag (safe-linking) on every list (s->free, s->thread_free, the
+ *    objects extend() carves): only slab_link_encode writes one and only
+ *    slab_link_next reads one. */
 #ifndef FOLIO_SLAB_H
 #define FOLIO_SLAB_H
 
@@ -54,6 +61,28 @@ extern struct heap heap_abandoned;
 void slab_init(void);
 _Noreturn void slab_bad_free(const void *p);
 void slab_remote_free(struct span *s, void *p, uintptr_t tag);
+_Noreturn void slab_bad_link(const void *obj);
+
+/* ---- free-list links ----
+ * A value written into a freed object's link decodes into the object's own
+ * 2 MiB chunk only if its top 43 bits are those of the object's tag, which
+ * needs the process's secret: the pop refuses any link out of the chunk, so
+ * malloc never hands out a forged pointer (a value written without the
+ * secret passes one time in 2^43).  The check is one compare: next ^ obj is
+ * the decoded word before its last xor.  collect() checks each link of a
+ * remote list the same way before following it. */
+/* an object's tag: its second word while it is free, and its link's key */
+static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ folio_secret; }
+/* the first word of a free object whose tag is tag and whose successor is next */
+static inline uintptr_t slab_link_encode(uintptr_t tag, const void *next) {
+    return (uintptr_t)next ^ tag;
+}
+/* obj's successor (NULL: none); a link out of obj's chunk ends the process */
+static inline void *slab_link_next(const void *obj) {
+    uintptr_t d = *(const uintptr_t *)obj ^ folio_secret; /* next ^ obj */
+    if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)obj) slab_bad_link(obj);
+    return (void *)(d ^ (uintptr_t)obj);
+}
 
 static inline void *small_alloc(size_t n) {
     struct heap *h = tl_heap;
@@ -63,7 +92,7 @@ static inline void *small_alloc(size_t n) {
         struct span *s = b->cur;
         void **p = s->free;
         if (likely(p != NULL)) {
-            s->free = p[0];
+            s->free = slab_link_next(p);
             p[1] = NULL;
             s->used++;
             b->allocs++;
@@ -93,12 +122,12 @@ static inline bool small_is_freed(const void *p) {
 static inline void small_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
-    uintptr_t tag = (uintptr_t)p ^ folio_secret;
+    uintptr_t tag = slab_tag(p);
     if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
     struct heap *h = tl_heap;
     if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
         if (unlikely((char *)p >= s->bump)) slab_bad_free(p);
-        w[0] = (uintptr_t)s->free;
+        w[0] = slab_link_encode(tag, s->free);
         w[1] = tag;
         s->free = p;
         h->frees[s->cls]++;
