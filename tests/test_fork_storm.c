@@ -96,6 +96,35 @@ static void *child_work(void *arg)
 
 static double fork_secs;
 
+/* Wait for the child of fork f; one still running after CHILD_LIMIT seconds
+ * is hung: print its threads' stacks (gdb, when there is one), kill it and
+ * fail. */
+#define CHILD_LIMIT 20.0
+static int wait_child(pid_t pid, int f)
+{
+    double t0 = now_sec();
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        CHECK(w >= 0, "waitpid");
+        if (w == pid)
+            return st;
+        if (now_sec() - t0 > CHILD_LIMIT)
+            break;
+        usleep(1000);
+    }
+    char cmd[160];
+    snprintf(cmd, sizeof cmd,
+             "gdb -p %d -batch -nx -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)' >&2",
+             (int)pid);
+    NOTE("fork %d: child %d still running after %.0f s: its stacks", f, (int)pid, CHILD_LIMIT);
+    if (system(cmd) != 0)
+        NOTE("(no stacks: gdb failed or is missing)");
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    FAIL("fork %d: the child hung", f);
+}
+
 static int threads_now(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -135,7 +164,7 @@ static void run_storm(void)
         fork_secs += now_sec() - tf;
         CHECK(pid >= 0, "fork");
         if (pid == 0) {
-            alarm(10);
+            alarm(60); /* a last resort: the parent diagnoses a hang first */
             child_work((void *)(uintptr_t)(f + 100));
             pthread_t c;
             CHECK(pthread_create(&c, NULL, child_work, (void *)(uintptr_t)(f + 7)) == 0,
@@ -145,8 +174,7 @@ static void run_storm(void)
             free(atomic_exchange(&shared[f % SLOTS], NULL));
             _exit(0);
         }
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+        int st = wait_child(pid, f);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: child %s %d", f,
               WIFEXITED(st) ? "exited with status" : "killed by signal",
               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
