@@ -61,6 +61,7 @@ size_t os_cache_size(int level);   /* data/unified cache of that level (1..3) of
 int os_cpu_allowance(void);        /* CPUs this process may run on (affinity mask), at least 1 */
 size_t os_read_file(const char *path, char *buf, size_t len); /* NUL-terminated; 0 on error */
 size_t os_llc_bytes(void);                                    /* last-level cache size, 0 if unknown */
+uint64_t os_parse_size(const char *s, const char **end); /* "48K", "2M", "1G", "123" */
 int os_gettid(void);
 /* 1 if some thread of this process that is not in tids[0..n) is alive (not
  * exited), 0 if none is, -1 if /proc cannot tell */

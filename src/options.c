@@ -1,6 +1,7 @@
 /* options: the one table of tunables (internal.h FOLIO_OPTIONS), each set by
  * its FOLIO_* environment variable.  Read once, at initialisation; nothing
  * here allocates. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -12,13 +13,11 @@ struct folio_options opt = {
 };
 
 static void parse(const char *env, long *v) {
-    const char *s = getenv(env);
+    const char *s = getenv(env), *end;
     if (!s || !*s) return;
-    char *end;
-    long x = strtol(s, &end, 0);
-    if (end == s || x < 0) return;
-    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
-    *v = x << shift;
+    uint64_t x = os_parse_size(s, &end);
+    if (end == s || x > (uint64_t)LONG_MAX) return; /* not a number (or negative): the default stays */
+    *v = (long)x;
 }
 
 void options_init(void) {

@@ -279,6 +279,21 @@ size_t os_read_file(const char *path, char *buf, size_t len) {
     return (size_t)n;
 }
 
+/* "123", "48K", "2M", "1g": the number times its K/M/G suffix (either
+ * case); *end (if end) is set past the suffix, or to s when there is no
+ * number.  The one size parser: options and sysfs cache sizes use it. */
+uint64_t os_parse_size(const char *s, const char **end) {
+    char *e;
+    uint64_t v = (*s >= '0' && *s <= '9') ? strtoull(s, &e, 0) : (e = (char *)s, 0);
+    if (e != s) {
+        int shift = *e == 'K' || *e == 'k' ? 10 : *e == 'M' || *e == 'm' ? 20 : *e == 'G' || *e == 'g' ? 30 : 0;
+        if (shift) e++;
+        v <<= shift;
+    }
+    if (end) *end = e;
+    return v;
+}
+
 /* The largest cache level cpu0 reports in sysfs ("260M", "32768K"). */
 size_t os_llc_bytes(void) {
     size_t best = 0;
@@ -286,11 +301,7 @@ size_t os_llc_bytes(void) {
         char path[64] = "/sys/devices/system/cpu/cpu0/cache/index0/size", buf[32];
         path[40] = (char)('0' + i);
         if (!os_read_file(path, buf, sizeof buf)) continue;
-        char *end;
-        size_t v = (size_t)strtoull(buf, &end, 10);
-        if (*end == 'K') v <<= 10;
-        else if (*end == 'M') v <<= 20;
-        else if (*end == 'G') v <<= 30;
+        size_t v = (size_t)os_parse_size(buf, NULL);
         if (v > best) best = v;
     }
     return best;
@@ -316,11 +327,7 @@ size_t os_cache_size(int level) {
         if (!os_read_file(path, buf, sizeof buf) || buf[0] == 'I') continue;
         strcpy(path + dir, "size");
         if (!os_read_file(path, buf, sizeof buf)) continue;
-        char *end;
-        size_t v = (size_t)strtoull(buf, &end, 10);
-        if (*end == 'K') v <<= 10;
-        else if (*end == 'M') v <<= 20;
-        else if (*end == 'G') v <<= 30;
+        size_t v = (size_t)os_parse_size(buf, NULL);
         return v;
     }
     return 0;
