@@ -13,6 +13,12 @@ allocator of its own.  Built in: ``folio-fixed`` (pageset ``high`` fixed,
 Any other is written ``NAME=BASE:VAR=VALUE[:VAR=VALUE...]`` in ``--allocators``,
 e.g. ``folio-nopurge=folio:FOLIO_PURGE_THREAD=0`` or ``je-bg=jemalloc:MALLOC_CONF=background_thread:true``
 (values cannot contain ``:`` or ``,``).
+
+Libraries from a path: ``NAME=/path/to/lib.so`` (a value with a ``/``; it may be followed by
+``:VAR=VALUE...`` too) preloads that file, e.g. a build of an earlier commit or another version
+of an allocator; a run counts when its malloc came from that very file.  Built in:
+``mimalloc-3.4.3``, mimalloc 3.4.3 built from source in ``../shared/anchors/`` beside the
+repository (its README says how); a missing file is skipped with a note.
 """
 
 import glob
@@ -53,6 +59,18 @@ VARIANTS = {
     "folio-nokeep": ("folio", {"FOLIO_PURGE_DELAY_MS": "0", "FOLIO_HUGE_CACHE_MIB": "0"}),
 }
 
+# Libraries loaded from a path: name -> (path, version label, environment).  The anchors are
+# outside the repository (../shared/anchors/): the project must build and benchmark without them.
+ANCHORS = os.path.join(os.path.dirname(paths.REPO), "shared", "anchors")
+PATHS = {
+    "mimalloc-3.4.3": (os.path.join(ANCHORS, "libmimalloc-3.4.3.so"),
+                       "3.4.3 (built from source, ../shared/anchors/)", {}),
+}
+
+
+def _is_path(value):
+    return "/" in value
+
 
 def parse_names(text):
     """Split an --allocators value into names, registering ``NAME=BASE:VAR=VAL...`` variants.
@@ -65,15 +83,22 @@ def parse_names(text):
         if "=" in item.split(":", 1)[0]:
             name, _, rest = item.partition("=")
             base, *assigns = rest.split(":")
+            if _is_path(base):
+                if not name or name in SPECS or name in PATHS:
+                    raise ValueError(f"bad library {item!r}: needs a new name, NAME=/path/to/lib.so")
+                path = os.path.abspath(os.path.expanduser(base))
             env = {}
             for a in assigns:
                 k, sep, v = a.partition("=")
                 if not sep or not k:
                     raise ValueError(f"bad variant {item!r}: expected NAME=BASE:VAR=VALUE[:VAR=VALUE...]")
                 env[k] = v
-            if not name or not base or name in SPECS:
-                raise ValueError(f"bad variant {item!r}: needs a new name and a base allocator")
-            VARIANTS[name] = (base, env)
+            if _is_path(base):
+                PATHS[name] = (path, None, env)
+            else:
+                if not name or not base or name in SPECS:
+                    raise ValueError(f"bad variant {item!r}: needs a new name and a base allocator")
+                VARIANTS[name] = (base, env)
             item = name
         names.append(item)
     return names
@@ -96,6 +121,7 @@ class Allocator:
     marker: str
     env: dict = field(default_factory=dict)
     base: str = None        # the allocator a variant is built on (its own name otherwise)
+    exact: bool = False     # loaded from a path: malloc must come from that very file
 
     @property
     def family(self):
@@ -111,7 +137,11 @@ class Allocator:
 
     def loaded(self, malloc_lib):
         """Did the run's malloc come from this allocator? (malloc_lib is printed by the benchmark)."""
-        return bool(malloc_lib) and os.path.basename(malloc_lib).startswith(self.marker)
+        if not malloc_lib:
+            return False
+        if self.exact:
+            return os.path.realpath(malloc_lib) == os.path.realpath(self.preload)
+        return os.path.basename(malloc_lib).startswith(self.marker)
 
 
 def _find(soname):
@@ -158,11 +188,24 @@ def resolve(names, install=True, build_folio=True, say=None):
     is a list of (name, reason)."""
     say = say or (lambda msg: print(msg, file=sys.stderr))
     found, skipped = {}, []
-    unknown = [n for n in names if base_of(n) not in SPECS]
+    known = set(SPECS) | set(PATHS)
+    unknown = [n for n in names if base_of(n) not in known]
     for n in unknown:
-        skipped.append((n, f"unknown allocator (known: {', '.join(list(SPECS) + list(VARIANTS))})"))
-    requested = list(dict.fromkeys(n for n in names if base_of(n) in SPECS))
-    names = list(dict.fromkeys(base_of(n) for n in requested))
+        skipped.append((n, "unknown allocator (known: "
+                           f"{', '.join(list(SPECS) + list(VARIANTS) + list(PATHS))}, "
+                           "or NAME=/path/to/lib.so)"))
+    requested = list(dict.fromkeys(n for n in names if base_of(n) in known))
+    for n in dict.fromkeys(base_of(n) for n in requested if base_of(n) in PATHS):
+        lib, version, env = PATHS[n]
+        if n == "mimalloc-3.4.3" and not os.path.isdir(ANCHORS):
+            skipped.append((n, f"{ANCHORS} is absent (the anchors beside the repository)"))
+        elif not os.path.isfile(lib):
+            skipped.append((n, f"{lib}: no such file"))
+        else:
+            found[n] = Allocator(n, lib, version or f"from {lib}", os.path.basename(lib),
+                                 dict(env), exact=True)
+    requested_specs = [n for n in requested if base_of(n) in SPECS]
+    names = list(dict.fromkeys(base_of(n) for n in requested_specs))
 
     missing = [n for n in names if SPECS[n].soname and _find(SPECS[n].soname) is None]
     if missing:
@@ -213,7 +256,7 @@ def resolve(names, install=True, build_folio=True, say=None):
         else:
             a = found[b]
             ordered.append(Allocator(n, a.preload, a.version, a.marker,
-                                     dict(a.env, **VARIANTS[n][1]), base=b))
+                                     dict(a.env, **VARIANTS[n][1]), base=b, exact=a.exact))
     return ordered, skipped
 
 

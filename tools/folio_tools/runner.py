@@ -55,7 +55,11 @@ def add_parser(sub):
                    help="comma-separated allocators (default: %(default)s); also the folio "
                         "variants folio-fixed, folio-auto, or any variant defined as "
                         "NAME=BASE:VAR=VALUE[:VAR=VALUE...], e.g. "
-                        "'folio,nopurge=folio:FOLIO_PURGE_THREAD=0'")
+                        "'folio,nopurge=folio:FOLIO_PURGE_THREAD=0'; any allocator library "
+                        "as NAME=/path/to/lib.so (preloaded; its runs count only if malloc came "
+                        "from that file), e.g. 'folio,old=/tmp/old/build/libfolio.so'; and "
+                        "mimalloc-3.4.3, built from source in ../shared/anchors/ (skipped with a "
+                        "note when absent)")
     p.add_argument("--reps", type=int, metavar="N",
                    help=f"repetitions per workload and allocator (default {FULL_REPS} or the "
                         f"suite's own, {QUICK_REPS} with --quick)")
