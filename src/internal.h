@@ -302,6 +302,9 @@ size_t zone_purge(bool all, size_t budget);
 size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
+size_t pageset_check(void);          /* every pageset's invariants (pageset.c): violations */
+void pageset_corrupt_count(int i, long delta); /* tests: make pageset_check fail */
+size_t slab_check_current(void);     /* the calling thread's heap (slab.c): violations */
 size_t zone_release_free(void); /* unmap whole free chunks and the arena's unused tail */
 void zone_lock_all(void);
 void zone_unlock_all(bool child);

@@ -476,6 +476,22 @@ static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
     return s;
 }
 
+#ifdef FOLIO_DEBUG
+static size_t check_one(struct pageset *ps);
+/* debug builds: every 64th pageset release on the main paths checks that
+ * pageset's invariants (the lock is still held) */
+static void debug_check(struct pageset *ps) {
+    static _Atomic uint64_t releases;
+    if ((atomic_fetch_add_explicit(&releases, 1, memory_order_relaxed) + 1) % 64 == 0 &&
+        check_one(ps) != 0) {
+        os_write_err("folio: pageset invariant violated\n");
+        os_fatal_ptr("pageset:", ps);
+    }
+}
+#else
+static inline void debug_check(struct pageset *ps) { (void)ps; }
+#endif
+
 static struct span *pcp_alloc(size_t npages) {
     struct pageset *ps = this_pageset();
     if (!ps || !lock_try(&ps->lock)) {
@@ -485,6 +501,7 @@ static struct span *pcp_alloc(size_t npages) {
     uint64_t refills = ps->refills;
     struct span *s = alloc_span_on(ps, npages);
     bool refilled = ps->refills != refills;
+    debug_check(ps);
     lock_release(&ps->lock);
     if (refilled && autotune()) decay_due(os_now_ms());
     return s ? s : zone_alloc_pages(npages, 1);
@@ -498,6 +515,7 @@ static void pcp_free(struct span *s) {
         return;
     }
     bool done = free_span_on(ps, s);
+    debug_check(ps);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
 }
@@ -656,4 +674,68 @@ void pageset_unlock_all(bool child) {
         if (child) lock_reset(&pagesets[i].lock);
         else lock_release(&pagesets[i].lock);
     }
+}
+
+/* ---- invariants (the list at the top of this file) ---- */
+
+/* A listed block that is not what the lists promise: 1 (no detail: the
+ * caller counts). */
+static size_t bad_block(const struct span *s, unsigned o) {
+    size_t bad = 0;
+    bad += span_kind(s) != SPAN_PCP_FREE;
+    bad += s->order != o || s->npages != (1u << o);
+    bad += (s->page_idx & ((1u << o) - 1)) != 0 || s->page_idx + s->npages > CHUNK_PAGES;
+    bad += s->start != s->chunk->base + ((size_t)s->page_idx << PAGE_SHIFT);
+    bad += atomic_load_explicit(&s->chunk->span_of[s->page_idx], memory_order_relaxed) != NULL;
+    return bad;
+}
+
+/* ps->lock held.  Walks are bounded (by the pages a chunk list could hold,
+ * or the spare limit), so a cycle counts as a violation rather than a hang. */
+static size_t check_one(struct pageset *ps) {
+    size_t bad = 0;
+    long pages = 0;
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        struct span *prev = NULL, *s = ps->head[o];
+        for (long n = 0; s; prev = s, s = s->next) {
+            if (++n > (1l << 30)) return bad + 1; /* a cycle */
+            bad += bad_block(s, o);
+            bad += s->prev != prev;
+            pages += 1l << o;
+        }
+        bad += ps->tail[o] != prev;
+    }
+    bad += pages != ps->count;
+    bad += !(ps->high_min <= ps->high && ps->high <= ps->high_max);
+    bad += !autotune() && ps->high_min != ps->high_max;
+    long chunks = 0;
+    for (struct span *s = ps->chunks; s; s = s->next) {
+        if (++chunks > ps->nr_chunks) break;
+        bad += span_kind(s) != SPAN_PCP_FREE || s->npages != CHUNK_PAGES || s->page_idx != 0;
+    }
+    bad += chunks != ps->nr_chunks;
+    long spare = 0;
+    for (struct span *s = ps->spare; s; s = s->next)
+        if (++spare > ps->nr_spare) break;
+    bad += spare != ps->nr_spare || ps->nr_spare > SPARE_DESCS;
+    return bad;
+}
+
+size_t pageset_check(void) {
+    size_t bad = 0;
+    for (int i = 0; i < nr_pagesets; i++) {
+        struct pageset *ps = &pagesets[i];
+        lock_acquire(&ps->lock);
+        bad += check_one(ps);
+        lock_release(&ps->lock);
+    }
+    return bad;
+}
+
+/* tests: corrupt pageset i's count by delta (pageset_check must see it) */
+void pageset_corrupt_count(int i, long delta) {
+    struct pageset *ps = &pagesets[i];
+    lock_acquire(&ps->lock);
+    ps->count += delta;
+    lock_release(&ps->lock);
 }

@@ -321,6 +321,23 @@ static struct heap *heap_create(void) {
     return h;
 }
 
+#ifdef FOLIO_DEBUG
+static size_t check_slab(const struct heap *h, unsigned c, const struct span *s, bool on_full);
+/* debug builds: every 64th slow-path allocation of a thread checks the slab
+ * it allocates from */
+static void debug_check_slab(struct heap *h, unsigned c, struct span *s) {
+    static __thread uint32_t calls;
+    if (++calls % 64 == 0 && check_slab(h, c, s, false) != 0) {
+        os_write_err("folio: slab invariant violated\n");
+        os_fatal_ptr("slab:", s);
+    }
+}
+#else
+static inline void debug_check_slab(struct heap *h, unsigned c, struct span *s) {
+    (void)h, (void)c, (void)s;
+}
+#endif
+
 void *small_alloc_slow(size_t n) {
     struct heap *h = tl_heap;
     if (!h && !(h = heap_create())) {
@@ -371,6 +388,7 @@ void *small_alloc_slow(size_t n) {
         b->cur = s;
     }
     struct span *s = b->cur;
+    debug_check_slab(h, c, s);
     void **p = s->free;
     s->free = slab_link_next(p);
     p[1] = NULL;
@@ -589,4 +607,92 @@ void heap_unlock_all(bool child) {
         lock_release(&abandoned_lock);
         lock_release(&heap_lock);
     }
+}
+
+/* ---- invariants (slab.h), checked by the owner ---- */
+
+/* Walk a free list from p, decoded as slab_link_next does, without ending
+ * the process on a bad link: entries counted in *n (at most `limit`, past
+ * which the list has a cycle or more objects than can be free).  Every
+ * entry must be an object start of s below the bump pointer, and carry its
+ * free tag when `tagged` (objects extend() carved have none yet). */
+static size_t check_list(const struct span *s, const void *p, uint32_t limit, bool tagged, uint32_t *n) {
+    size_t bad = 0;
+    *n = 0;
+    while (p) {
+        if (++*n > limit) return bad + 1;
+        if (!small_is_object_start(s, p) || (const char *)p >= s->bump || (tagged && !small_is_freed(p)))
+            return bad + 1; /* not an object of s: do not read further */
+        uintptr_t d = *(const uintptr_t *)p ^ folio_secret; /* next ^ p */
+        if (d >= CHUNK_SIZE && d != (uintptr_t)p) return bad + 1;
+        p = slab_link_next(p);
+    }
+    return bad;
+}
+
+/* One slab of bin c of heap h (h's thread only).  used, free and bump are
+ * the owner's, so used + free list + bump area == capacity holds exactly.
+ * Other threads may push onto thread_free meanwhile, but only at its head:
+ * the list from one snapshot of the head stays as it is until the owner
+ * collects it, and every object on it is counted in used, so its length is
+ * at most used. */
+static size_t check_slab(const struct heap *h, unsigned c, const struct span *s, bool on_full) {
+    size_t bad = 0;
+    bad += span_kind(s) != SPAN_SLAB;
+    bad += atomic_load_explicit(&s->owner, memory_order_relaxed) != h;
+    bad += s->cls != c || s->obj_size != classes[c].size || s->capacity != classes[c].capacity;
+    if (s->bump < s->start || s->bump > s->bump_end ||
+        (size_t)(s->bump - s->start) % s->obj_size != 0 ||
+        s->bump_end != s->start + (size_t)s->capacity * s->obj_size)
+        return bad + 1;
+    uint32_t bump_objs = (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size), nfree, nremote;
+    bad += check_list(s, s->free, s->capacity, false, &nfree);
+    bad += s->used > s->capacity || (uint64_t)s->used + nfree + bump_objs != s->capacity;
+    uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
+    if (tf != SLAB_FULL_TAG) {
+        bad += check_list(s, (const void *)tf, s->used, true, &nremote);
+    } else {
+        bad += !on_full;
+    }
+    bad += on_full != !!(s->flags & SPAN_FULL);
+    uint32_t k = s->capacity / 8;
+    bad += s->slow_used != (on_full ? s->capacity - (k ? k : 1) : 0);
+    return bad;
+}
+
+/* A bin list: linked both ways, each slab valid; bounded walk. */
+static size_t check_bin_list(const struct heap *h, unsigned c, const struct span *head, bool on_full) {
+    size_t bad = 0;
+    const struct span *prev = NULL;
+    for (size_t n = 0; head; prev = head, head = head->next) {
+        if (++n > ((size_t)1 << 24)) return bad + 1; /* a cycle */
+        bad += head->prev != prev;
+        bad += check_slab(h, c, head, on_full);
+    }
+    return bad;
+}
+
+size_t slab_check_current(void) {
+    struct heap *h = tl_heap;
+    if (!h) return 0;
+    size_t bad = 0;
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        const struct bin *b = &h->bins[c];
+        if (b->cur == NULL) {
+            bad++;
+        } else if (b->cur != &span_empty) {
+            bad += check_slab(h, c, b->cur, false);
+            bad += b->cur->prev != NULL || b->cur->next != NULL;
+        }
+        bad += check_bin_list(h, c, b->partial, false);
+        bad += check_bin_list(h, c, b->full, true);
+    }
+    bad += span_empty.free != NULL;
+    long n = 0;
+    for (const struct span *s = h->empty; s; s = s->next) {
+        if (++n > h->nr_empty) break;
+        bad += span_kind(s) != SPAN_TAKEN || atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL;
+    }
+    bad += n != h->nr_empty || h->nr_empty > opt.heap_empty_slabs;
+    return bad;
 }
