@@ -6,12 +6,13 @@
  * of them and handing the other half to the next thread (the same slot of
  * the next batch), which frees them.  RSS (/proc/self/statm; the median over
  * nine batches) is taken after a warm-up of 1,000 threads and again after
- * 10,000 and 100,000: it may grow by at most 1.5 MiB one at a time and 5 MiB
+ * 10,000 and 100,000: it may grow by at most 1.5 MiB one at a time and 8 MiB
  * 16 at a time.
  *
- * The bounds: over the 99,000 threads after the warm-up they allow 16 and 53
+ * The bounds: over the 99,000 threads after the warm-up they allow 16 and 85
  * bytes per thread, where the defect this test guards against kept about
- * 1.4 KiB per dead thread.  The freed memory a process keeps for reuse
+ * 1.4 KiB per dead thread (a 5 MiB bound 16 at a time failed once, at +5.1,
+ * on a loaded machine).  The freed memory a process keeps for reuse
  * depends on how much the threads of a batch happen to overlap, so 16 at a
  * time RSS wanders by a few MiB (up to +4 MiB seen between two checkpoints,
  * back down later); glibc on this program (-DFOLIO_TEST_GLIBC) stays within
@@ -203,6 +204,6 @@ int main(void)
     if (mid > end)
         mid = end;
     phase("one at a time", 1, warm, mid, end, 1.5);
-    phase("16 at a time", BATCH, warm, mid, end, 5.0);
+    phase("16 at a time", BATCH, warm, mid, end, 8.0);
     return 0;
 }
