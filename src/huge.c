@@ -172,8 +172,6 @@ void huge_free(struct huge *h, void *p) {
     }
     lock_release(&huge_lock);
     atomic_fetch_add_explicit(&gcount.huge_frees, 1, memory_order_relaxed);
-    purge_tick();
-    purge_maybe_start_thread();
 }
 
 size_t huge_usable(struct huge *h, void *p) { return h->map_size - (size_t)((char *)p - h->base); }

@@ -402,6 +402,16 @@ bool bg_program_gone(void); /* no thread of the program is alive, only folio's *
 void bg_after_fork_child(void);
 
 /* ---------------------------------------------------------------- purge */
+/* What the object layer above keeps and can give back.  It registers these
+ * at start-up (slab_init), so the maintenance tick and address-space reclaim
+ * reach it without the page layer calling up. */
+struct obj_hooks {
+    void (*reclaim)(void);      /* the tick: slabs emptied by other threads, old spare slabs */
+    void (*give_back)(void);    /* address space is short: every empty slab it can reach */
+    size_t (*held_bytes)(void); /* free memory it keeps that the purger must give back */
+};
+void purge_register(const struct obj_hooks *hooks);
+extern const struct obj_hooks *obj_hooks;
 void purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired */
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);

@@ -200,7 +200,11 @@ EXPORT void API(free)(void *p) {
     switch (classify(p, &s, &h)) {
     case SMALL: small_free(s, p); return;
     case LARGE: large_free(s, p); return;
-    case HUGE: huge_free(h, p); return;
+    case HUGE:
+        huge_free(h, p);
+        purge_tick(); /* the maintenance tick runs from the API, after every lock */
+        purge_maybe_start_thread();
+        return;
     default: not_a_block(CALL_FREE, p);
     }
 }

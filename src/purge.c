@@ -20,6 +20,13 @@ static uint64_t tick_interval(void) {
     return d < 10 ? 10 : d;
 }
 
+static const struct obj_hooks no_hooks;
+const struct obj_hooks *obj_hooks = &no_hooks;
+
+void purge_register(const struct obj_hooks *hooks) { obj_hooks = hooks; }
+
+static size_t obj_held_bytes(void) { return obj_hooks->held_bytes ? obj_hooks->held_bytes() : 0; }
+
 /* One purger at a time: the work frees pages, which may tick again. */
 static _Atomic int purging;
 
@@ -30,7 +37,7 @@ static void purge_now(size_t budget) {
     pageset_decay_tick();
     zone_purge(false, budget);
     huge_purge(false);
-    slab_reclaim_abandoned();
+    if (obj_hooks->reclaim) obj_hooks->reclaim();
     atomic_store_explicit(&purging, 0, memory_order_release);
 }
 
@@ -86,7 +93,7 @@ void purge_note_thread_exit(void) {
 void purge_maybe_start_thread(void) {
     if (!opt.purge_thread || atomic_load_explicit(&purge_thread_state, memory_order_relaxed))
         return;
-    if (zone_dirty_bytes() + huge_dirty_bytes() + slab_spare_bytes() < PURGE_THREAD_BACKLOG &&
+    if (zone_dirty_bytes() + huge_dirty_bytes() + obj_held_bytes() < PURGE_THREAD_BACKLOG &&
         !pageset_grown())
         return;
     int expected = 0;

@@ -24,8 +24,7 @@ static _Atomic uint64_t reclaims, released_bytes;
 
 void as_reclaim(void) {
     size_t released = huge_purge(true);
-    heap_trim_current();
-    slab_reclaim_abandoned();
+    if (obj_hooks->give_back) obj_hooks->give_back(); /* the object layer's empty slabs */
     pageset_drain_all();
     released += zone_release_free();
     atomic_fetch_add_explicit(&reclaims, 1, memory_order_relaxed);

@@ -541,7 +541,16 @@ void slab_reclaim_abandoned(void) {
     spare_trim((uint64_t)opt.purge_delay_ms / 4);
 }
 
-void slab_init(void) { pthread_key_create(&heap_key, heap_thread_exit); }
+static const struct obj_hooks hooks = {
+    .reclaim = slab_reclaim_abandoned,
+    .give_back = heap_trim_current,
+    .held_bytes = slab_spare_bytes,
+};
+
+void slab_init(void) {
+    pthread_key_create(&heap_key, heap_thread_exit);
+    purge_register(&hooks);
+}
 
 /* Totals over dead heaps, live heaps and heapless frees.  An object's
  * alloc and free may be counted on different heaps: live bytes are summed
