@@ -647,21 +647,11 @@ static void calibrate(char *buf, size_t n) {
 }
 
 /* ------------------------------------------------------------ initialisation */
+/* FOLIO_CLEAR (options.c reads it, by name or number): a strategy this CPU
+ * lacks leaves the engine's own choice. */
 static void parse_mode(void) {
-    const char *s = getenv("FOLIO_CLEAR");
-    forced = 0;
-    if (s && *s) {
-        for (int i = 0; i < FOLIO_CLEAR_NSTRATEGIES; i++)
-            if (!strcmp(s, folio_clear_name(i))) {
-                opt.clear = i;
-                break;
-            }
-    }
-    if (opt.clear > 0 && opt.clear < FOLIO_CLEAR_NSTRATEGIES &&
-        (opt.clear == FOLIO_CLEAR_HYBRID || ktab[opt.clear]))
-        forced = (int)opt.clear;
-    else
-        opt.clear = 0;
+    long c = opt.clear;
+    forced = c > 0 && c < FOLIO_CLEAR_NSTRATEGIES && (c == FOLIO_CLEAR_HYBRID || ktab[c]) ? (int)c : 0;
 }
 
 static lock_t init_lock = LOCK_INIT(LOCK_RANK_CLEAR_INIT);

@@ -302,25 +302,22 @@ static void k_pages(char *p, size_t n) {
 
 /* ------------------------------------------------------------ strategies */
 
-static const struct {
-    const char *name;
-    uint8_t kind;
-} strat_info[FOLIO_CLEAR_NSTRATEGIES] = {
-    [FOLIO_CLEAR_AUTO] = {"auto", CLEAR_K_OTHER},
-    [FOLIO_CLEAR_LOOP] = {"loop", CLEAR_K_LOOP},
-    [FOLIO_CLEAR_STOSB] = {"stosb", CLEAR_K_STOSB},
-    [FOLIO_CLEAR_NT] = {"nt", CLEAR_K_NT},
-    [FOLIO_CLEAR_HYBRID] = {"hybrid", CLEAR_K_HYBRID},
-    [FOLIO_CLEAR_PAGES] = {"pages", CLEAR_K_OTHER},
-    [FOLIO_CLEAR_MEMSET] = {"memset", CLEAR_K_OTHER},
-    [FOLIO_CLEAR_LOOP_SSE2] = {"loop-sse2", CLEAR_K_LOOP},
-    [FOLIO_CLEAR_LOOP_AVX2] = {"loop-avx2", CLEAR_K_LOOP},
-    [FOLIO_CLEAR_LOOP_AVX512] = {"loop-avx512", CLEAR_K_LOOP},
-    [FOLIO_CLEAR_STOSQ] = {"stosq", CLEAR_K_STOSB},
-    [FOLIO_CLEAR_NT_MOVNTI] = {"nt-movnti", CLEAR_K_NT},
-    [FOLIO_CLEAR_NT_SSE2] = {"nt-sse2", CLEAR_K_NT},
-    [FOLIO_CLEAR_NT_AVX2] = {"nt-avx2", CLEAR_K_NT},
-    [FOLIO_CLEAR_NT_AVX512] = {"nt-avx512", CLEAR_K_NT},
+static const uint8_t strat_kind[FOLIO_CLEAR_NSTRATEGIES] = {
+    [FOLIO_CLEAR_AUTO] = CLEAR_K_OTHER,
+    [FOLIO_CLEAR_LOOP] = CLEAR_K_LOOP,
+    [FOLIO_CLEAR_STOSB] = CLEAR_K_STOSB,
+    [FOLIO_CLEAR_NT] = CLEAR_K_NT,
+    [FOLIO_CLEAR_HYBRID] = CLEAR_K_HYBRID,
+    [FOLIO_CLEAR_PAGES] = CLEAR_K_OTHER,
+    [FOLIO_CLEAR_MEMSET] = CLEAR_K_OTHER,
+    [FOLIO_CLEAR_LOOP_SSE2] = CLEAR_K_LOOP,
+    [FOLIO_CLEAR_LOOP_AVX2] = CLEAR_K_LOOP,
+    [FOLIO_CLEAR_LOOP_AVX512] = CLEAR_K_LOOP,
+    [FOLIO_CLEAR_STOSQ] = CLEAR_K_STOSB,
+    [FOLIO_CLEAR_NT_MOVNTI] = CLEAR_K_NT,
+    [FOLIO_CLEAR_NT_SSE2] = CLEAR_K_NT,
+    [FOLIO_CLEAR_NT_AVX2] = CLEAR_K_NT,
+    [FOLIO_CLEAR_NT_AVX512] = CLEAR_K_NT,
 };
 
 /* The kernel of a concrete strategy on this CPU; NULL when it lacks it
@@ -346,9 +343,9 @@ clear_kernel_fn clear_kernel(int s) {
 
 void clear_small(char *p, size_t n) { small_clear(p, n); }
 
-int clear_kind(int s) { return strat_info[s].kind; }
+int clear_kind(int s) { return strat_kind[s]; }
 
 EXPORT const char *folio_clear_name(int strategy) {
     if (strategy < 0 || strategy >= FOLIO_CLEAR_NSTRATEGIES) return NULL;
-    return strat_info[strategy].name;
+    return clear_strategy_names[strategy];
 }

@@ -181,6 +181,7 @@ struct folio_options {
     const char *report_path; /* FOLIO_REPORT */
 };
 extern struct folio_options opt;
+extern const char *const clear_strategy_names[]; /* FOLIO_CLEAR's names, by strategy number */
 void options_init(void);
 
 /* ---------------------------------------------------------------- spans */

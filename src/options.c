@@ -3,6 +3,7 @@
  * here allocates. */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -12,10 +13,35 @@ struct folio_options opt = {
 #undef X
 };
 
+/* The clearing strategies by name (FOLIO_CLEAR=nt); folio_clear_name()
+ * reads the same table. */
+const char *const clear_strategy_names[FOLIO_CLEAR_NSTRATEGIES] = {
+    [FOLIO_CLEAR_AUTO] = "auto",
+    [FOLIO_CLEAR_LOOP] = "loop",
+    [FOLIO_CLEAR_STOSB] = "stosb",
+    [FOLIO_CLEAR_NT] = "nt",
+    [FOLIO_CLEAR_HYBRID] = "hybrid",
+    [FOLIO_CLEAR_PAGES] = "pages",
+    [FOLIO_CLEAR_MEMSET] = "memset",
+    [FOLIO_CLEAR_LOOP_SSE2] = "loop-sse2",
+    [FOLIO_CLEAR_LOOP_AVX2] = "loop-avx2",
+    [FOLIO_CLEAR_LOOP_AVX512] = "loop-avx512",
+    [FOLIO_CLEAR_STOSQ] = "stosq",
+    [FOLIO_CLEAR_NT_MOVNTI] = "nt-movnti",
+    [FOLIO_CLEAR_NT_SSE2] = "nt-sse2",
+    [FOLIO_CLEAR_NT_AVX2] = "nt-avx2",
+    [FOLIO_CLEAR_NT_AVX512] = "nt-avx512",
+};
+
 static void parse(const char *env, long *v) {
     const char *s = getenv(env), *end;
     if (!s || !*s) return;
     uint64_t x = os_parse_size(s, &end);
+    if (end == s && !strcmp(env, "FOLIO_CLEAR")) { /* a strategy's name */
+        for (int i = 0; i < FOLIO_CLEAR_NSTRATEGIES; i++)
+            if (!strcmp(s, clear_strategy_names[i])) *v = i;
+        return;
+    }
     if (end == s || x > (uint64_t)LONG_MAX) return; /* not a number (or negative): the default stays */
     *v = (long)x;
 }
