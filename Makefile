@@ -15,6 +15,7 @@ OBJS      := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 SAN_OBJS  := $(SRCS:src/%.c=$(BUILD)/obj-san/%.o)
 TSAN_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-tsan/%.o)
 DEBUG_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-debug/%.o)
+HOOK_OBJS := $(SRCS:src/%.c=$(BUILD)/obj-test/%.o)
 SANFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 TSANFLAGS := -fsanitize=thread
 
@@ -45,6 +46,9 @@ $(BUILD)/obj-tsan/%.o: src/%.c $(HDRS) | $(BUILD)/obj-tsan
 	$(CC) -O1 $(LIBFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX -c $< -o $@
 $(BUILD)/obj-debug/%.o: src/%.c $(HDRS) | $(BUILD)/obj-debug
 	$(CC) -O1 $(LIBFLAGS) -DFOLIO_DEBUG -c $< -o $@
+# the unit tests' build: the production code plus the hooks that drive it
+$(BUILD)/obj-test/%.o: src/%.c $(HDRS) | $(BUILD)/obj-test
+	$(CC) $(OPT) $(LIBFLAGS) -DFOLIO_TEST_HOOKS -c $< -o $@
 
 $(BUILD)/libfolio.so: $(OBJS)
 	$(CC) -shared -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
@@ -56,8 +60,10 @@ $(BUILD)/libfolio-tsan.a: $(TSAN_OBJS)
 	rm -f $@ && ar rcs $@ $(TSAN_OBJS)
 $(BUILD)/libfolio-debug.a: $(DEBUG_OBJS)
 	rm -f $@ && ar rcs $@ $(DEBUG_OBJS)
+$(BUILD)/libfolio-test.a: $(HOOK_OBJS)
+	rm -f $@ && ar rcs $@ $(HOOK_OBJS)
 
-$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/obj-debug $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan $(BUILD)/tests-debug:
+$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/obj-debug $(BUILD)/obj-test $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan $(BUILD)/tests-debug:
 	mkdir -p $@
 
 # normal mode: tests link the shared library, so malloc & co. are folio's
@@ -66,8 +72,8 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libfolio.so $(wildcard tests/*.h 
 $(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
 	$(CXX) -std=gnu++17 -O1 -g $(WARN) -Iinclude -Itests -pthread $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD))
 # unit tests see folio's internals (static library, private headers)
-$(BUILD)/tests/test_unit_%: tests/unit/test_%.c tests/unit/unit.h $(BUILD)/libfolio.a $(HDRS) | $(BUILD)/tests
-	$(CC) $(TESTCFLAGS) -Isrc $< -o $@ $(BUILD)/libfolio.a
+$(BUILD)/tests/test_unit_%: tests/unit/test_%.c tests/unit/unit.h $(BUILD)/libfolio-test.a $(HDRS) | $(BUILD)/tests
+	$(CC) $(TESTCFLAGS) -DFOLIO_TEST_HOOKS -Isrc $< -o $@ $(BUILD)/libfolio-test.a
 $(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h) | $(BUILD)/tests-san
 	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl
 $(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h) | $(BUILD)/tests-tsan

@@ -304,7 +304,9 @@ size_t zone_dirty_bytes(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
 size_t pageset_check(void);          /* every pageset's invariants (pageset.c): violations */
+#ifdef FOLIO_TEST_HOOKS
 void pageset_corrupt_count(int i, long delta); /* tests: make pageset_check fail */
+#endif
 size_t slab_check_current(void);     /* the calling thread's heap (slab.c): violations */
 size_t zone_release_free(void); /* unmap whole free chunks and the arena's unused tail */
 void zone_lock_all(void);
@@ -324,6 +326,7 @@ void pageset_stats(int i, struct pageset_stats *st);
 void pageset_totals(struct pageset_stats *sum); /* count: pages held, chunks included */
 void pageset_decay_tick(void);
 bool pageset_grown(void);
+#ifdef FOLIO_TEST_HOOKS /* test builds only (build/libfolio-test.a, the unit tests) */
 /* tests: drive pageset i directly, and force the pressure signal (-1: measure) */
 struct span *pageset_alloc_on(int i, unsigned order);
 void pageset_free_on(int i, struct span *s, unsigned order);
@@ -331,6 +334,7 @@ void pageset_decay_on(int i);
 void pageset_mark_used(int i); /* tests: count a use, so the next decay is not an idle one */
 void pageset_force_pressure(int on);
 void pageset_hold_decay(void); /* no automatic decay from now on */
+#endif
 void pageset_drain_all(void);
 void pageset_lock_all(void);
 void pageset_unlock_all(bool child);

@@ -595,7 +595,8 @@ void pageset_drain_all(void) {
     }
 }
 
-/* ---- driving one pageset directly (tests) ---- */
+/* ---- driving one pageset directly (tests; built into test builds only) ---- */
+#ifdef FOLIO_TEST_HOOKS
 
 struct span *pageset_alloc_on(int i, unsigned o) {
     struct pageset *ps = &pagesets[i];
@@ -627,6 +628,7 @@ void pageset_mark_used(int i) {
 }
 void pageset_force_pressure(int on) { pressure_forced = on; }
 void pageset_hold_decay(void) { atomic_store(&next_decay_ms, UINT64_MAX); }
+#endif
 
 /* ---- counters ---- */
 
@@ -732,6 +734,7 @@ size_t pageset_check(void) {
     return bad;
 }
 
+#ifdef FOLIO_TEST_HOOKS
 /* tests: corrupt pageset i's count by delta (pageset_check must see it) */
 void pageset_corrupt_count(int i, long delta) {
     struct pageset *ps = &pagesets[i];
@@ -739,3 +742,4 @@ void pageset_corrupt_count(int i, long delta) {
     ps->count += delta;
     lock_release(&ps->lock);
 }
+#endif
