@@ -20,6 +20,10 @@
 #include <malloc.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <folio.h>
 
@@ -118,6 +122,61 @@ __attribute__((unused)) static char *read_all(int fd)
     out[len] = 0;
     close(fd);
     return out;
+}
+
+/* Fork; the child, with its stderr going to a pipe and no core dump, runs
+ * fn(arg) under alarm(secs) and exits 0 (exit_group: under TSan, _exit waits
+ * for folio's purger).  Returns the child's stderr (free it) and sets
+ * *status to its wait status. */
+__attribute__((unused)) static char *run_in_child(void (*fn)(const void *), const void *arg,
+                                                  unsigned secs, int *status)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core); /* an expected abort dumps no core */
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        alarm(secs);
+        fn(arg);
+        syscall(SYS_exit_group, 0);
+    }
+    close(fds[1]);
+    char *out = read_all(fds[0]);
+    CHECK(waitpid(pid, status, 0) == pid, "waitpid");
+    return out;
+}
+
+/* Where text holds want followed by no further hex digit (want ends with a
+ * pointer: the exact pointer, not a prefix of a longer one), or NULL. */
+__attribute__((unused)) static const char *find_message(const char *text, const char *want)
+{
+    size_t n = strlen(want);
+    for (const char *m = strstr(text, want); m; m = strstr(m + 1, want)) {
+        char c = m[n];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return m;
+    }
+    return NULL;
+}
+
+/* The threads of this process now (/proc/self/status), -1 if unknown. */
+__attribute__((unused)) static int proc_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    fclose(f);
+    return n;
 }
 
 #ifndef FOLIO_TEST_GLIBC

@@ -35,20 +35,6 @@
 
 #define LIMIT 5.0 /* seconds a case's process may take to end */
 
-static int threads_now(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    int n = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
-
 /* Dirty free memory well above the purger's 2 MiB start threshold, then
  * wait until its thread shows up. */
 static void start_purger(void)
@@ -65,9 +51,9 @@ static void start_purger(void)
     void *q = malloc(OPAQUE((size_t)100)); /* a slow path after the frees */
     free(OPAQUE(q));
     double until = now_sec() + 2;
-    while (threads_now() < 2 && now_sec() < until)
+    while (proc_threads() < 2 && now_sec() < until)
         usleep(1000);
-    CHECK(threads_now() == 2, "the purger did not start: %d threads", threads_now());
+    CHECK(proc_threads() == 2, "the purger did not start: %d threads", proc_threads());
 }
 
 static void start_helpers(void)
@@ -80,7 +66,7 @@ static void start_helpers(void)
     p = calloc(1, n); /* recycled, so cleared; FOLIO_CLEAR_MT_MIB=1 splits it */
     CHECK(p != NULL && p[0] == 0 && p[n - 1] == 0, "calloc(64 MiB) not zeroed");
     free(OPAQUE(p));
-    CHECK(threads_now() >= 3, "no clearing helper started: %d threads", threads_now());
+    CHECK(proc_threads() >= 3, "no clearing helper started: %d threads", proc_threads());
 }
 
 static void *work_then_return(void *arg)
@@ -114,12 +100,12 @@ static void run_case_body(const char *name)
         start_purger();
         pthread_exit(NULL);
     } else if (!strcmp(name, "exit-quiet")) {
-        CHECK(threads_now() == 1, "%d threads before pthread_exit", threads_now());
+        CHECK(proc_threads() == 1, "%d threads before pthread_exit", proc_threads());
         pthread_exit(NULL);
     } else if (!strcmp(name, "exit-nopurger")) {
         for (int i = 0; i < 64; i++)
             free(OPAQUE(malloc(OPAQUE((size_t)i << 16))));
-        CHECK(threads_now() == 1, "%d threads before pthread_exit", threads_now());
+        CHECK(proc_threads() == 1, "%d threads before pthread_exit", proc_threads());
         pthread_exit(NULL);
     } else if (!strcmp(name, "exit-helpers")) {
         start_purger();

@@ -125,20 +125,6 @@ static int wait_child(pid_t pid, int f)
     FAIL("fork %d: the child hung", f);
 }
 
-static int threads_now(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    int n = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %d", &n) == 1)
-            break;
-    fclose(f);
-    return n;
-}
-
 static void run_storm(void)
 {
     pthread_t t[THREADS];
@@ -151,7 +137,7 @@ static void run_storm(void)
      * own allocator, used by glibc's thread start-up, deadlocks the child). */
     double ready_by = now_sec() + 5;
     int want = THREADS + 1 + (getenv("FOLIO_PURGE_THREAD") ? 0 : 1);
-    while ((atomic_load(&running) < THREADS || threads_now() < want) && now_sec() < ready_by)
+    while ((atomic_load(&running) < THREADS || proc_threads() < want) && now_sec() < ready_by)
         usleep(1000);
     usleep(20 * 1000); /* and the last of them is past its start-up */
     CHECK(atomic_load(&running) == THREADS, "the worker threads did not start");

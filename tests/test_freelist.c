@@ -95,33 +95,22 @@ static void child(enum where where, enum what what, size_t n)
     }
 }
 
-static int is_hex(char ch)
+struct case_args {
+    enum where where;
+    enum what what;
+    size_t n;
+};
+static void run_child(const void *arg)
 {
-    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+    const struct case_args *c = arg;
+    child(c->where, c->what, c->n);
 }
 
 /* Run one case in a forked child; returns its stderr (malloc'd) and status. */
 static char *run_case(enum where where, enum what what, size_t n, int *status)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0, "pipe");
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core); /* an expected abort dumps no core */
-        close(fds[0]);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        alarm(30);
-        child(where, what, n);
-        /* not _exit: under TSan it waits a second for folio's purge thread */
-        syscall(SYS_exit_group, 0);
-    }
-    close(fds[1]);
-    char *out = read_all(fds[0]);
-    CHECK(waitpid(pid, status, 0) == pid, "waitpid");
-    return out;
+    struct case_args c = {where, what, n};
+    return run_in_child(run_child, &c, 30, status);
 }
 
 __attribute__((unused)) static void expect_refused(enum where where, enum what what, size_t n)
@@ -146,9 +135,7 @@ __attribute__((unused)) static void expect_refused(enum where where, enum what w
     }
     char want[160];
     snprintf(want, sizeof want, "folio: malloc(): corrupted free list at %p", block);
-    const char *m = strstr(err, want);
-    while (m && is_hex(m[strlen(want)])) /* the exact pointer, not a prefix */
-        m = strstr(m + 1, want);
+    const char *m = find_message(err, want);
     if (!m) {
         fprintf(stderr, "case '%s': child stderr:\n%s\n", name, err);
         FAIL("case '%s': stderr lacks \"%s\"", name, want);
