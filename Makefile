@@ -1,14 +1,16 @@
 # folio: `make` builds build/libfolio.so, build/libfolio.a and checks ./folio;
-# `make test` builds and runs every test (normal, ASan+UBSan, TSan, debug).
+# `make test` checks the layers, then builds and runs every test (normal,
+# ASan+UBSan, TSan, debug).
 CC      ?= cc
 CXX     ?= g++
 BUILD   := build
-SRCS    := $(wildcard src/*.c)
-HDRS    := $(wildcard src/*.h) include/folio.h
+LAYERS  := base meta clear page obj api # bottom to top: each calls only the ones before it
+SRCS    := $(wildcard $(LAYERS:%=src/%/*.c))
+HDRS    := $(wildcard src/*/*.h) include/folio.h
 WARN    := -Wall -Wextra -Werror
 LIBFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -ftls-model=initial-exec \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
-            -Iinclude -Isrc $(WARN)
+            -Iinclude $(LAYERS:%=-Isrc/%) $(WARN)
 OPT     ?= -O2
 
 OBJS      := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
@@ -32,22 +34,27 @@ DEBUG_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-debug/%,$(filter-out tests/te
 TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
 TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
 
-.PHONY: all test test-normal test-sanitize test-tsan test-debug clean bench
+.PHONY: all test test-normal test-sanitize test-tsan test-debug check-layers clean bench
 all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio
 
 folio:
 	@test -x folio || chmod +x folio
 
-$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
 	$(CC) $(OPT) $(LIBFLAGS) -c $< -o $@
-$(BUILD)/obj-san/%.o: src/%.c $(HDRS) | $(BUILD)/obj-san
+$(BUILD)/obj-san/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
 	$(CC) -O1 $(LIBFLAGS) $(SANFLAGS) -DFOLIO_PREFIX -c $< -o $@
-$(BUILD)/obj-tsan/%.o: src/%.c $(HDRS) | $(BUILD)/obj-tsan
+$(BUILD)/obj-tsan/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
 	$(CC) -O1 $(LIBFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX -c $< -o $@
-$(BUILD)/obj-debug/%.o: src/%.c $(HDRS) | $(BUILD)/obj-debug
+$(BUILD)/obj-debug/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
 	$(CC) -O1 $(LIBFLAGS) -DFOLIO_DEBUG -c $< -o $@
 # the unit tests' build: the production code plus the hooks that drive it
-$(BUILD)/obj-test/%.o: src/%.c $(HDRS) | $(BUILD)/obj-test
+$(BUILD)/obj-test/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
 	$(CC) $(OPT) $(LIBFLAGS) -DFOLIO_TEST_HOOKS -c $< -o $@
 
 $(BUILD)/libfolio.so: $(OBJS)
@@ -63,7 +70,7 @@ $(BUILD)/libfolio-debug.a: $(DEBUG_OBJS)
 $(BUILD)/libfolio-test.a: $(HOOK_OBJS)
 	rm -f $@ && ar rcs $@ $(HOOK_OBJS)
 
-$(BUILD)/obj $(BUILD)/obj-san $(BUILD)/obj-tsan $(BUILD)/obj-debug $(BUILD)/obj-test $(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan $(BUILD)/tests-debug:
+$(BUILD)/tests $(BUILD)/tests-san $(BUILD)/tests-tsan $(BUILD)/tests-debug:
 	mkdir -p $@
 
 # normal mode: tests link the shared library, so malloc & co. are folio's
@@ -73,7 +80,7 @@ $(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
 	$(CXX) -std=gnu++17 -O1 -g $(WARN) -Iinclude -Itests -pthread $< -o $@ -L$(BUILD) -lfolio -Wl,-rpath,$(abspath $(BUILD))
 # unit tests see folio's internals (static library, private headers)
 $(BUILD)/tests/test_unit_%: tests/unit/test_%.c tests/unit/unit.h $(BUILD)/libfolio-test.a $(HDRS) | $(BUILD)/tests
-	$(CC) $(TESTCFLAGS) -DFOLIO_TEST_HOOKS -Isrc $< -o $@ $(BUILD)/libfolio-test.a
+	$(CC) $(TESTCFLAGS) -DFOLIO_TEST_HOOKS $(LAYERS:%=-Isrc/%) $< -o $@ $(BUILD)/libfolio-test.a
 $(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h) | $(BUILD)/tests-san
 	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl
 $(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h) | $(BUILD)/tests-tsan
@@ -89,7 +96,13 @@ test-tsan: $(TSAN_TESTS)
 	bash tests/run.sh tsan
 test-debug: $(DEBUG_TESTS)
 	bash tests/run.sh debug
-test: test-normal test-sanitize test-tsan test-debug
+# the layers (src/base < meta < clear < page < obj < api) include and call
+# only downward (tools/check_layers.py), and the check catches violations
+# (tests/layers/run.sh builds a copy of src/ with deliberate ones)
+check-layers: $(OBJS)
+	python3 tools/check_layers.py --src src --obj $(BUILD)/obj
+	bash tests/layers/run.sh
+test: check-layers test-normal test-sanitize test-tsan test-debug
 
 bench: all
 	./folio bench alloc --quick

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <malloc.h>
 
-#include "slab.h"
+#include "api_layer.h"
 #include "unit.h"
 
 #define SLOTS 2048

@@ -1,4 +1,4 @@
-/* test_options: README.md's options table and the code's table (internal.h
+/* test_options: README.md's options table and the code's table (base.h
  * FOLIO_OPTIONS) say the same thing: every option of the code has one row,
  * with its variable and its default, and every FOLIO_* row of the README is
  * an option of the code (or FOLIO_REPORT, read apart).  Also: a value is
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "obj.h"
 #include "unit.h"
 
 static char readme[1 << 16];

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "slab.h"
+#include "api_layer.h"
 #include "unit.h"
 
 #define NCH 6

@@ -15,7 +15,7 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "internal.h"
+#include "clear.h"
 
 #if CLEAR_X86
 #include <cpuid.h>

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 _Atomic uint64_t os_map_failures;

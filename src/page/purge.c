@@ -7,7 +7,7 @@
  * working set and goes quiet still sees its RSS fall.  That thread leaves
  * when the program's threads are gone (bg.c); it is not restarted in that
  * process, since nothing can allocate any more. */
-#include "internal.h"
+#include "page.h"
 
 /* dirty free memory that justifies a background purger */
 #define PURGE_THREAD_BACKLOG ((size_t)2 << 20)

@@ -6,7 +6,7 @@
  * leaves at most 1/8 of itself unused at the end.
  * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
  * multiple of 16; class_of_small agrees with size_class for n <= 1024. */
-#include "internal.h"
+#include "obj.h"
 
 struct class_info classes[NCLASSES];
 uint8_t class_of_small[65];

@@ -1,4 +1,5 @@
-/* slab: per-thread heaps of small objects; the inline fast paths.
+/* obj: size classes, slabs and per-thread heaps (includes page); the inline
+ * fast paths of malloc and free.
  *
  * Invariants:
  *  - a slab (span of kind SPAN_SLAB) belongs to one heap (its owner) or to
@@ -18,17 +19,55 @@
  *  - a full slab returns to the partial list only once 1/8 of it is free
  *    again (slow_used = capacity - capacity/8), so a bin does not walk from
  *    slab to slab one free object at a time; otherwise slow_used == 0;
- *  - a free object's second word holds its tag (address ^ folio_secret);
+ *  - a free object's second word holds its tag (address ^ slab_secret);
  *    malloc clears it, so free of an object whose word already holds it is a
  *    double free;
  *  - a free object's first word is its free-list link, stored encoded as
  *    next ^ tag (safe-linking) on every list (s->free, s->thread_free, the
  *    objects extend() carves): only slab_link_encode writes one and only
  *    slab_link_next reads one. */
-#ifndef FOLIO_SLAB_H
-#define FOLIO_SLAB_H
+#ifndef FOLIO_OBJ_H
+#define FOLIO_OBJ_H
 
-#include "internal.h"
+#include "page.h"
+
+/* ---------------------------------------------------------------- size classes */
+extern uint8_t class_of_small[65]; /* (n + 15) >> 4 -> class, n <= 1024 */
+struct class_info {
+    uint32_t size;
+    uint32_t pages;     /* slab size in pages (a power of two) */
+    uint32_t capacity;  /* objects per slab */
+    uint64_t inv;       /* ceil(2^40 / size) */
+};
+extern struct class_info classes[NCLASSES];
+void classes_init(void);
+/* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
+static inline unsigned size_class(size_t n) {
+    if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
+    unsigned k = 63u - (unsigned)__builtin_clzll(n - 1); /* n in (2^k, 2^(k+1)] */
+    return 8u + (k - 7u) * 8u + (unsigned)(((n - 1) >> (k - 3)) & 7u);
+}
+
+/* ---------------------------------------------------------------- slab (objects) */
+struct heap_counts {
+    uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
+    uint64_t small_live_bytes; /* sum over classes of (allocs - frees) x class size */
+    uint64_t large_pages;      /* pages of live large blocks (net, modulo 2^64 per heap) */
+};
+/* The slow paths.  They run no maintenance; they tell the caller when to
+ * run the tick: before a new slab is taken from the page heap (alloc:
+ * without may_take_pages it returns NULL and sets *need_pages instead;
+ * called again with it, it takes one), and after a slab was retired (free:
+ * true). */
+void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
+bool small_free_slow(struct span *s, void *p);
+void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
+void heap_counts(struct heap_counts *hc);
+void heap_lock_all(void);
+void heap_unlock_all(bool child);
+void slab_reclaim_abandoned(void);
+size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new ones */
+void heap_trim_current(void);
 
 #define SLAB_FULL_TAG ((uintptr_t)1)
 
@@ -57,6 +96,23 @@ struct heap {
 };
 
 extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
+extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_init) */
+
+/* Large blocks are counted by the thread that allocates or frees them, in
+ * its heap (no shared cache line); a thread with no heap counts in shared
+ * atomics; heap_counts adds both. */
+void heap_count_large_shared(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages);
+static inline void heap_count_large(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages) {
+    struct heap *h = tl_heap;
+    if (likely(h)) {
+        h->large_allocs += allocs;
+        h->large_bytes += bytes;
+        h->large_frees += frees;
+        h->large_pages += pages;
+    } else {
+        heap_count_large_shared(allocs, bytes, frees, pages);
+    }
+}
 extern struct heap heap_abandoned;
 void slab_init(void);
 _Noreturn void slab_bad_free(const void *p);
@@ -72,19 +128,20 @@ _Noreturn void slab_bad_link(const void *obj);
  * the decoded word before its last xor.  collect() checks each link of a
  * remote list the same way before following it. */
 /* an object's tag: its second word while it is free, and its link's key */
-static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ folio_secret; }
+static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ slab_secret; }
 /* the first word of a free object whose tag is tag and whose successor is next */
 static inline uintptr_t slab_link_encode(uintptr_t tag, const void *next) {
     return (uintptr_t)next ^ tag;
 }
 /* obj's successor (NULL: none); a link out of obj's chunk ends the process */
 static inline void *slab_link_next(const void *obj) {
-    uintptr_t d = *(const uintptr_t *)obj ^ folio_secret; /* next ^ obj */
+    uintptr_t d = *(const uintptr_t *)obj ^ slab_secret; /* next ^ obj */
     if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)obj) slab_bad_link(obj);
     return (void *)(d ^ (uintptr_t)obj);
 }
 
-static inline void *small_alloc(size_t n) {
+/* NULL: the fast path cannot serve n (the caller takes small_alloc_slow) */
+static inline void *small_alloc_fast(size_t n) {
     struct heap *h = tl_heap;
     if (likely(h != NULL)) {
         unsigned c = likely(n <= 1024) ? class_of_small[(n + 15) >> 4] : size_class(n);
@@ -99,7 +156,7 @@ static inline void *small_alloc(size_t n) {
             return p;
         }
     }
-    return small_alloc_slow(n);
+    return NULL;
 }
 
 /* p lies in slab s.  Checks that it is an object start, not past the bump
@@ -116,10 +173,12 @@ static inline bool small_is_object_start(const struct span *s, const void *p) {
 
 /* p (an object start) is on a free list: the mark small_free checks. */
 static inline bool small_is_freed(const void *p) {
-    return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ folio_secret);
+    return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ slab_secret);
 }
 
-static inline void small_free(struct span *s, void *p) {
+/* True when the free took the slow path and retired a slab (the caller
+ * runs the maintenance tick). */
+static inline bool small_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
@@ -131,10 +190,11 @@ static inline void small_free(struct span *s, void *p) {
         w[1] = tag;
         s->free = p;
         h->frees[s->cls]++;
-        if (unlikely(--s->used <= s->slow_used)) small_free_slow(s, p);
-        return;
+        if (unlikely(--s->used <= s->slow_used)) return small_free_slow(s, p);
+        return false;
     }
     slab_remote_free(s, p, tag);
+    return false;
 }
 
 #endif

@@ -16,7 +16,7 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "internal.h"
+#include "base.h"
 
 #define BG_MAX 72 /* the purger and up to 64 clearing helpers */
 

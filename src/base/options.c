@@ -1,11 +1,11 @@
-/* options: the one table of tunables (internal.h FOLIO_OPTIONS), each set by
+/* options: the one table of tunables (base.h FOLIO_OPTIONS), each set by
  * its FOLIO_* environment variable.  Read once, at initialisation; nothing
  * here allocates. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 struct folio_options opt = {
 #define X(name, env, def, doc) .name = def,

@@ -4,7 +4,7 @@
  * moved, and entries are published with release stores before any pointer
  * into their range is handed out; free() and realloc() therefore look up
  * metadata with two acquire loads and no lock. */
-#include "internal.h"
+#include "meta.h"
 
 _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
 

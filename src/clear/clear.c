@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "clear.h"
 
 #if CLEAR_X86
 #include <immintrin.h>
@@ -657,7 +657,6 @@ static void parse_mode(void) {
 static lock_t init_lock = LOCK_INIT(LOCK_RANK_CLEAR_INIT);
 
 static void engine_init(void) {
-    folio_init();
     lock_acquire(&init_lock);
     if (atomic_load_explicit(&engine_state, memory_order_relaxed) != ST_READY) {
         clear_detect_cpu();
@@ -681,7 +680,7 @@ static inline void ensure_init(void) {
 }
 
 /* ------------------------------------------------------------ the API */
-EXPORT int folio_clear_hint(void *p, size_t n, unsigned hints) {
+int clear_hint(void *p, size_t n, unsigned hints) {
     char *c = p;
     if (n < SMALL_CLEAR) {
         clear_small(c, n);
@@ -739,11 +738,9 @@ EXPORT int folio_clear_hint(void *p, size_t n, unsigned hints) {
     return s;
 }
 
-EXPORT void folio_clear(void *p, size_t n) { folio_clear_hint(p, n, FOLIO_CLEAR_TOUCH); }
-
-EXPORT int folio_clear_with(void *p, size_t n, int strategy) {
+int clear_with(void *p, size_t n, int strategy) {
     if (strategy == FOLIO_CLEAR_AUTO) {
-        folio_clear_hint(p, n, 0);
+        clear_hint(p, n, 0);
         return 0;
     }
     ensure_init();
@@ -804,15 +801,8 @@ struct jw {
 };
 static void jstr(struct jw *w, const char *s) { w->put(w->ctx, s); }
 static void jnum(struct jw *w, uint64_t v) {
-    char t[24], r[24];
-    int i = 0, n = 0;
-    do {
-        t[i++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (i) r[n++] = t[--i];
-    r[n] = 0;
-    jstr(w, r);
+    char t[24];
+    jstr(w, u64_text(t, v));
 }
 static void jkv(struct jw *w, const char *k, uint64_t v, bool comma) {
     jstr(w, "\"");

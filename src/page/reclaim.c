@@ -18,7 +18,7 @@
  *    then every whole free zone chunk and the arena tail (unmapped);
  *  - it takes each module's lock in turn through that module's own calls and
  *    never two at once from here, so it adds no lock order of its own. */
-#include "internal.h"
+#include "page.h"
 
 static _Atomic uint64_t reclaims, released_bytes;
 

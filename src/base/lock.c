@@ -1,9 +1,9 @@
-/* lock: the slow half of the futex mutex in internal.h, and the lock-order
+/* lock: the slow half of the futex mutex in base.h, and the lock-order
  * checker of debug builds.
  *
  * Invariant: v == 2 whenever a thread may be sleeping on the lock, so an
  * unlock that sees 2 always wakes one sleeper. */
-#include "internal.h"
+#include "base.h"
 
 void lock_slow(lock_t *l) {
     for (int spin = 0; spin < 64; spin++) {

@@ -16,7 +16,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "page.h"
+
+/* huge blocks handed out and freed; live_bytes is net (what is handed out
+ * now, by mapping size) */
+static struct {
+    _Atomic uint64_t allocs, bytes, frees, live_bytes;
+} counts;
 
 enum { HUGE_USED = 1, HUGE_CACHED = 2 };
 
@@ -120,7 +126,6 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
         errno = ENOMEM;
         return NULL;
     }
-    folio_init();
     size_t size = round_up(n, PAGE_SIZE);
     size_t map = round_up(size, CHUNK_SIZE);
     struct huge *h = extent_get(map, align);
@@ -137,12 +142,12 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     h->next = h->prev = NULL;
     if (zero) { /* hot or cold from how long ago the cached extent was freed */
         if (h->zeroed) clear_zero_skipped(size);
-        else folio_clear_hint(h->base, size, FOLIO_CLEAR_TOUCH | clear_age_hint(h->freed_at));
+        else clear_hint(h->base, size, FOLIO_CLEAR_TOUCH | clear_age_hint(h->freed_at));
     }
     h->zeroed = false;
-    atomic_fetch_add_explicit(&gcount.huge_allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&gcount.huge_bytes, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&gcount.huge_live_bytes, h->map_size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&counts.allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&counts.bytes, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
     return h->base;
 }
 
@@ -154,7 +159,7 @@ void huge_free(struct huge *h, void *p) {
         os_fatal_ptr("free(): double free", p);
     }
     h->state = HUGE_CACHED;
-    atomic_fetch_sub_explicit(&gcount.huge_live_bytes, h->map_size, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
     h->zeroed = false;
     h->freed_at = os_now_ms();
     h->prev = NULL;
@@ -171,7 +176,7 @@ void huge_free(struct huge *h, void *p) {
         extent_release(old);
     }
     lock_release(&huge_lock);
-    atomic_fetch_add_explicit(&gcount.huge_frees, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
 }
 
 size_t huge_usable(struct huge *h, void *p) { return h->map_size - (size_t)((char *)p - h->base); }
@@ -244,7 +249,7 @@ enum fault huge_check(const struct huge *h, const void *p) {
 /* A live extent's mapping becomes map bytes (resized or moved): its usable
  * size, the live bytes it is counted for. */
 static void resize_map(struct huge *h, size_t map) {
-    atomic_fetch_add_explicit(&gcount.huge_live_bytes, map - h->map_size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&counts.live_bytes, map - h->map_size, memory_order_relaxed);
     h->map_size = map;
 }
 
@@ -326,6 +331,10 @@ void huge_stats(struct huge_stats *st) {
     *st = hst;
     st->cached = cached_bytes;
     lock_release(&huge_lock);
+    st->allocs = atomic_load_explicit(&counts.allocs, memory_order_relaxed);
+    st->bytes = atomic_load_explicit(&counts.bytes, memory_order_relaxed);
+    st->frees = atomic_load_explicit(&counts.frees, memory_order_relaxed);
+    st->live_bytes = atomic_load_explicit(&counts.live_bytes, memory_order_relaxed);
 }
 
 void huge_lock_all(void) { lock_acquire(&huge_lock); }

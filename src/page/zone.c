@@ -25,7 +25,7 @@
  * (as_reclaim): the hot paths make no mmap/munmap. */
 #include <string.h>
 
-#include "internal.h"
+#include "page.h"
 
 #define SPAN_DIRTY_LISTED 0x4u
 
@@ -102,18 +102,8 @@ static struct span **list_head(struct span *d) {
     return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : d->chunk->type][d->order];
 }
 
-static void list_add(struct span *d) {
-    struct span **h = list_head(d);
-    d->prev = NULL;
-    d->next = *h;
-    if (*h) (*h)->prev = d;
-    *h = d;
-}
-static void list_del(struct span *d) {
-    if (d->prev) d->prev->next = d->next;
-    else *list_head(d) = d->next;
-    if (d->next) d->next->prev = d->prev;
-}
+static void list_add(struct span *d) { span_list_push(list_head(d), d); }
+static void list_del(struct span *d) { span_list_remove(list_head(d), d); }
 static void dirty_add(struct span *d) {
     d->flags |= SPAN_DIRTY_LISTED;
     d->dnext = NULL;
@@ -179,9 +169,7 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
                          struct span *d) {
     uint32_t end = idx + n;
     while (idx < end) {
-        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : MAX_ORDER;
-        if (o > MAX_ORDER) o = MAX_ORDER;
-        while ((1u << o) > end - idx) o--;
+        unsigned o = block_order_at(idx, end, MAX_ORDER);
         block_insert(c, idx, o, zeroed, now, d);
         d = NULL;
         idx += 1u << o;

@@ -1,11 +1,11 @@
 /* slab: the slow paths of the object layer, per-thread heaps, remote frees,
  * thread exit and adoption of abandoned slabs.  The invariants are stated in
- * slab.h. */
+ * obj.h. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 
-#include "slab.h"
+#include "obj.h"
 
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
@@ -15,6 +15,17 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
 static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
 static struct heap *heaps_all, *heaps_free;
 static struct heap_counts dead_counts; /* large-block counts of heaps whose thread exited */
+/* large blocks of threads without a heap */
+static struct {
+    _Atomic uint64_t allocs, bytes, frees, pages;
+} heapless_large;
+
+void heap_count_large_shared(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages) {
+    atomic_fetch_add_explicit(&heapless_large.allocs, allocs, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heapless_large.bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heapless_large.frees, frees, memory_order_relaxed);
+    atomic_fetch_add_explicit(&heapless_large.pages, pages, memory_order_relaxed);
+}
 static uint64_t dead_allocs[NCLASSES], dead_frees[NCLASSES]; /* their per-class counts */
 
 /* abandoned slabs, per class, waiting for a live thread to adopt them */
@@ -37,20 +48,6 @@ static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
-
-/* ---- bin lists (owner only), doubly linked through next/prev ---- */
-static void list_push(struct span **head, struct span *s) {
-    s->prev = NULL;
-    s->next = *head;
-    if (*head) (*head)->prev = s;
-    *head = s;
-}
-static void list_remove(struct span **head, struct span *s) {
-    if (s->prev) s->prev->next = s->next;
-    else *head = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
-}
 
 /* Move the objects other threads freed onto s->free.  Returns how many.
  * The walk checks each link as a pop does (slab_link_next), and that the
@@ -185,13 +182,13 @@ static bool make_full(struct bin *b, struct span *s) {
     s->flags |= SPAN_FULL;
     uint32_t k = s->capacity / 8;
     s->slow_used = s->capacity - (k ? k : 1);
-    list_push(&b->full, s);
+    span_list_push(&b->full, s);
     return true;
 }
 
 /* Take s off the full list (it has free objects again). */
 static void unfull(struct bin *b, struct span *s) {
-    list_remove(&b->full, s);
+    span_list_remove(&b->full, s);
     s->flags &= (uint8_t)~SPAN_FULL;
     s->slow_used = 0;
     uintptr_t e = SLAB_FULL_TAG;
@@ -282,18 +279,20 @@ static void rescue_full(struct heap *h, struct bin *b) {
             unfull(b, s);
             collect(s);
             if (s->used == 0) retire(h, s);
-            else list_push(&b->partial, s);
+            else span_list_push(&b->partial, s);
         }
         s = next;
     }
 }
 
 static void heap_thread_exit(void *arg);
+/* registered by the layer above: runs at the end of every thread exit */
+static void (*exit_hook)(void);
+void heap_set_exit_hook(void (*fn)(void)) { exit_hook = fn; }
 static void reclaim_emptied(unsigned budget);
 #define RECLAIM_PER_EXIT 128 /* abandoned slabs a thread exit looks at */
 
 static struct heap *heap_create(void) {
-    folio_init();
     lock_acquire(&heap_lock);
     struct heap *h = heaps_free;
     if (h) heaps_free = h->free_next;
@@ -338,7 +337,7 @@ static inline void debug_check_slab(struct heap *h, unsigned c, struct span *s) 
 }
 #endif
 
-void *small_alloc_slow(size_t n) {
+void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     struct heap *h = tl_heap;
     if (!h && !(h = heap_create())) {
         as_reclaim(); /* no heap yet: nothing of this thread's to give back */
@@ -367,14 +366,16 @@ void *small_alloc_slow(size_t n) {
         }
         if (b->partial) {
             s = b->partial;
-            list_remove(&b->partial, s);
+            span_list_remove(&b->partial, s);
             b->cur = s;
             continue;
         }
         s = adopt(h, b, c);
         if (!s) {
-            purge_tick();
-            purge_maybe_start_thread();
+            if (!may_take_pages) { /* the caller runs the maintenance tick first */
+                *need_pages = true;
+                return NULL;
+            }
             s = slab_new(h, c);
             if (!s) { /* a mapping failed: give address space back, retry once */
                 as_reclaim();
@@ -397,25 +398,25 @@ void *small_alloc_slow(size_t n) {
     return p;
 }
 
-/* A local free made s empty, or landed on a full slab. */
-void small_free_slow(struct span *s, void *p) {
+/* A local free made s empty, or landed on a full slab.  True when it
+ * retired s (the caller then runs the maintenance tick). */
+bool small_free_slow(struct span *s, void *p) {
     (void)p;
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[s->cls];
     if (s->flags & SPAN_FULL) {
         unfull(b, s);
         if (s->used != 0) {
-            list_push(&b->partial, s);
-            return;
+            span_list_push(&b->partial, s);
+            return false;
         }
     } else if (s == b->cur) {
-        return; /* keep the current slab even when empty */
+        return false; /* keep the current slab even when empty */
     } else {
-        list_remove(&b->partial, s);
+        span_list_remove(&b->partial, s);
     }
     retire(h, s);
-    purge_tick();
-    purge_maybe_start_thread();
+    return true;
 }
 
 void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
@@ -442,17 +443,17 @@ static void heap_abandon(struct heap *h) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
-        if (b->cur != &span_empty) list_push(&list, b->cur);
+        if (b->cur != &span_empty) span_list_push(&list, b->cur);
         b->cur = &span_empty;
         while (b->partial) {
             struct span *s = b->partial;
-            list_remove(&b->partial, s);
-            list_push(&list, s);
+            span_list_remove(&b->partial, s);
+            span_list_push(&list, s);
         }
         while (b->full) {
             struct span *s = b->full;
             unfull(b, s);
-            list_push(&list, s);
+            span_list_push(&list, s);
         }
         while (list) {
             struct span *s = list;
@@ -494,7 +495,6 @@ static void heap_abandon(struct heap *h) {
     /* the frees of this thread (and of the others) emptied abandoned slabs:
      * spare them for the threads to come, a bounded share per exit */
     reclaim_emptied(RECLAIM_PER_EXIT);
-    purge_maybe_start_thread(); /* someone must give the spare slabs back */
 }
 
 static void heap_thread_exit(void *arg) {
@@ -503,7 +503,7 @@ static void heap_thread_exit(void *arg) {
         tl_heap = NULL;
         heap_abandon(h);
     }
-    purge_note_thread_exit();
+    if (exit_hook) exit_hook();
 }
 
 /* Move abandoned slabs whose objects have all been freed to the spare lists
@@ -547,7 +547,10 @@ static const struct obj_hooks hooks = {
     .held_bytes = slab_spare_bytes,
 };
 
+uint64_t slab_secret;
+
 void slab_init(void) {
+    slab_secret = os_random_seed();
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);
 }
@@ -559,6 +562,10 @@ void heap_counts(struct heap_counts *hc) {
     uint64_t allocs[NCLASSES], frees[NCLASSES];
     lock_acquire(&heap_lock);
     *hc = dead_counts;
+    hc->large_allocs += atomic_load_explicit(&heapless_large.allocs, memory_order_relaxed);
+    hc->large_bytes += atomic_load_explicit(&heapless_large.bytes, memory_order_relaxed);
+    hc->large_frees += atomic_load_explicit(&heapless_large.frees, memory_order_relaxed);
+    hc->large_pages += atomic_load_explicit(&heapless_large.pages, memory_order_relaxed);
     for (unsigned c = 0; c < NCLASSES; c++) {
         allocs[c] = dead_allocs[c];
         frees[c] = dead_frees[c] + atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
@@ -618,7 +625,7 @@ void heap_unlock_all(bool child) {
     }
 }
 
-/* ---- invariants (slab.h), checked by the owner ---- */
+/* ---- invariants (obj.h), checked by the owner ---- */
 
 /* Walk a free list from p, decoded as slab_link_next does, without ending
  * the process on a bad link: entries counted in *n (at most `limit`, past
@@ -632,7 +639,7 @@ static size_t check_list(const struct span *s, const void *p, uint32_t limit, bo
         if (++*n > limit) return bad + 1;
         if (!small_is_object_start(s, p) || (const char *)p >= s->bump || (tagged && !small_is_freed(p)))
             return bad + 1; /* not an object of s: do not read further */
-        uintptr_t d = *(const uintptr_t *)p ^ folio_secret; /* next ^ p */
+        uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
         if (d >= CHUNK_SIZE && d != (uintptr_t)p) return bad + 1;
         p = slab_link_next(p);
     }

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "page.h"
 
 #define PCP_BATCH_SCALE_MAX 5
 /* free_high applies to orders 1..3 as in the kernel (PAGE_ALLOC_COSTLY_ORDER);
@@ -390,9 +390,7 @@ static unsigned push_range(struct pageset *ps, struct span *tmpl, uint32_t idx, 
     uint32_t end = idx + n;
     unsigned top = 0;
     while (idx < end) {
-        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : PCP_MAX_ORDER;
-        if (o > PCP_MAX_ORDER) o = PCP_MAX_ORDER;
-        while ((1u << o) > end - idx) o--;
+        unsigned o = block_order_at(idx, end, PCP_MAX_ORDER);
         struct span *d = first ? first : spare_get(ps);
         first = NULL;
         d->chunk = tmpl->chunk;
@@ -411,9 +409,7 @@ static unsigned push_range(struct pageset *ps, struct span *tmpl, uint32_t idx, 
 static long pieces(uint32_t idx, uint32_t n) {
     long k = 0;
     for (uint32_t end = idx + n; idx < end; k++) {
-        unsigned o = idx ? (unsigned)__builtin_ctz(idx) : PCP_MAX_ORDER;
-        if (o > PCP_MAX_ORDER) o = PCP_MAX_ORDER;
-        while ((1u << o) > end - idx) o--;
+        unsigned o = block_order_at(idx, end, PCP_MAX_ORDER);
         idx += 1u << o;
     }
     return k;

@@ -1,5 +1,4 @@
-/* override: the exported malloc family, C++ operators, initialisation,
- * fork handlers and the exit report.
+/* malloc: the exported malloc family and mallinfo.
  *
  * Invariants:
  *  - every exported call works before folio's constructor has run (first
@@ -9,8 +8,8 @@
  *    message naming the call, the fault and the pointer: "double free" (free)
  *    or "freed pointer" (realloc, malloc_usable_size) where a freed block
  *    was, else "invalid pointer";
- *  - fork: the prepare handler takes every folio lock in rank order, so
- *    the child starts with consistent state and can allocate. */
+ *  - the maintenance tick (api_tick) runs after a slow path took or gave
+ *    back pages, with no folio lock held. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -18,102 +17,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "slab.h"
-
-#ifdef FOLIO_PREFIX
-#define API(name) folio_##name
-#else
-#define API(name) name
-#endif
-
-_Atomic int folio_ready;
-uint64_t folio_secret;
-static lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
-
-void folio_init(void) {
-    if (likely(atomic_load_explicit(&folio_ready, memory_order_acquire))) return;
-    lock_acquire(&init_lock);
-    if (!atomic_load_explicit(&folio_ready, memory_order_relaxed)) {
-        options_init();
-        classes_init();
-        folio_secret = os_random_seed();
-        pageset_init();
-        slab_init();
-        atomic_store_explicit(&folio_ready, 1, memory_order_release);
-    }
-    lock_release(&init_lock);
-}
+#include "api_layer.h"
 
 /* ---- the tiers ---- */
 
-/* growable: the block is being moved by a growing realloc, which will
- * likely grow it again; it comes from the zone, where the pages after it
- * stay free for zone_resize, not from a pageset (whose carved tail would
- * sit on the pageset's lists and force a copy on every growth). */
-void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
-    folio_init();
-    size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
-    size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
-    struct span *s = growable ? zone_alloc_pages(npages ? npages : 1, align_pages)
-                              : page_alloc(npages ? npages : 1, align_pages);
-    if (unlikely(!s)) { /* a mapping failed: give address space back, retry once */
-        as_reclaim();
-        s = zone_alloc_pages(npages ? npages : 1, align_pages);
-        if (!s) {
-            errno = ENOMEM;
-            return NULL;
-        }
-    }
-    if (zero) { /* calloc: the caller uses the block next; a recycled block is taken as hot */
-        if (s->flags & SPAN_ZEROED) clear_zero_skipped(n);
-        else folio_clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
-    }
-    s->flags = 0;
-    span_set_kind(s, SPAN_LARGE);
-    span_map_pages(s, s, s->page_idx, 1);
-    struct heap *h = tl_heap;
-    if (likely(h)) {
-        h->large_allocs++;
-        h->large_bytes += n;
-        h->large_pages += s->npages;
-    } else {
-        atomic_fetch_add_explicit(&gcount.large_allocs, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&gcount.large_bytes, n, memory_order_relaxed);
-        atomic_fetch_add_explicit(&gcount.large_pages, s->npages, memory_order_relaxed);
-    }
+/* growable: see large_alloc */
+static void *large_block(size_t n, size_t align, bool zero, bool growable) {
+    struct span *s = large_alloc(n, align, zero, growable);
+    if (unlikely(!s)) return NULL;
+    heap_count_large(1, n, 0, s->npages);
     purge_maybe_start_thread();
     return s->start;
 }
 
-/* Count pages of a live large block that grew (or shrank: negative, modulo
- * 2^64) in place. */
-static void large_count_pages(uint64_t pages) {
-    struct heap *h = tl_heap;
-    if (likely(h)) h->large_pages += pages;
-    else atomic_fetch_add_explicit(&gcount.large_pages, pages, memory_order_relaxed);
-}
-
-void large_free(struct span *s, void *p) {
-    if (unlikely(p != s->start)) os_fatal_ptr("free(): invalid pointer", p);
-    span_map_pages(s, NULL, s->page_idx, 1);
-    span_set_kind(s, SPAN_TAKEN);
-    s->flags = 0;
-    struct heap *h = tl_heap;
-    if (likely(h)) h->large_frees++;
-    else atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
-    large_count_pages(-(uint64_t)s->npages);
-    page_free(s);
-    purge_tick();
-    purge_maybe_start_thread();
-}
-
-static void *big_alloc(size_t n, size_t align, bool zero) {
+void *api_big_alloc(size_t n, size_t align, bool zero) {
     if (unlikely(n > PTRDIFF_MAX)) {
         errno = ENOMEM;
         return NULL;
     }
-    if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_alloc(n, align, zero, false);
+    folio_init();
+    if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_block(n, align, zero, false);
     return huge_alloc(n, align, zero);
+}
+
+/* The small tier's miss: a thread's first call (initialisation), an empty
+ * free list, a new slab. */
+__attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
+    folio_init();
+    bool need_pages = false;
+    void *p = small_alloc_slow(n, false, &need_pages);
+    if (likely(!need_pages)) return p;
+    api_tick(); /* before the page heap is asked for a new slab */
+    return small_alloc_slow(n, true, &need_pages);
 }
 
 /* What p is: a slab object, a large block or a huge extent; NULL-safe
@@ -189,8 +124,8 @@ static enum fault small_check(const struct span *s, const void *p) {
 /* ---- the standard API ---- */
 
 EXPORT void *API(malloc)(size_t n) {
-    if (likely(n <= SMALL_MAX)) return small_alloc(n);
-    return big_alloc(n, MIN_ALIGN, false);
+    if (likely(n <= SMALL_MAX)) return api_small_alloc(n);
+    return api_big_alloc(n, MIN_ALIGN, false);
 }
 
 EXPORT void API(free)(void *p) {
@@ -198,12 +133,19 @@ EXPORT void API(free)(void *p) {
     struct span *s = NULL;
     struct huge *h = NULL;
     switch (classify(p, &s, &h)) {
-    case SMALL: small_free(s, p); return;
-    case LARGE: large_free(s, p); return;
+    case SMALL:
+        if (unlikely(small_free(s, p))) api_tick();
+        return;
+    case LARGE: {
+        uint64_t pages = s->npages; /* s belongs to the page heap once freed */
+        large_free(s, p);
+        heap_count_large(0, 0, 1, -pages);
+        api_tick();
+        return;
+    }
     case HUGE:
         huge_free(h, p);
-        purge_tick(); /* the maintenance tick runs from the API, after every lock */
-        purge_maybe_start_thread();
+        api_tick();
         return;
     default: not_a_block(CALL_FREE, p);
     }
@@ -216,11 +158,11 @@ EXPORT void *API(calloc)(size_t a, size_t b) {
         return NULL;
     }
     if (likely(n <= SMALL_MAX)) {
-        void *p = small_alloc(n);
+        void *p = api_small_alloc(n);
         if (likely(p)) memset(p, 0, n);
         return p;
     }
-    return big_alloc(n, MIN_ALIGN, true);
+    return api_big_alloc(n, MIN_ALIGN, true);
 }
 
 EXPORT size_t API(malloc_usable_size)(void *p) {
@@ -268,8 +210,8 @@ EXPORT void *API(realloc)(void *p, size_t n) {
             /* in place: give back the tail, or take the free pages after it */
             size_t want = (n + PAGE_SIZE - 1) >> PAGE_SHIFT, had = s->npages;
             if (want == had) return p;
-            if (zone_resize(s, want)) {
-                large_count_pages((uint64_t)want - had);
+            if (large_resize(s, want)) {
+                heap_count_large(0, 0, 0, (uint64_t)want - had);
                 return p;
             }
         }
@@ -286,7 +228,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     }
     default: not_a_block(CALL_REALLOC, p);
     }
-    void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_alloc(n, 0, false, true) : API(malloc)(n);
+    void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_block(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
     API(free)(p);
@@ -303,15 +245,15 @@ EXPORT void *API(reallocarray)(void *p, size_t a, size_t b) {
 }
 
 /* align: a power of two. */
-static void *aligned(size_t align, size_t n) {
+void *api_aligned(size_t align, size_t n) {
     if (align <= MIN_ALIGN) return API(malloc)(n);
     if (n <= SMALL_MAX && align <= PAGE_SIZE) {
         /* a class whose size is a multiple of align has aligned objects:
          * slabs start on page boundaries */
         for (unsigned c = size_class(n ? n : 1); c < NCLASSES; c++)
-            if (classes[c].size % align == 0) return small_alloc(classes[c].size);
+            if (classes[c].size % align == 0) return api_small_alloc(classes[c].size);
     }
-    return big_alloc(n ? n : 1, align, false);
+    return api_big_alloc(n ? n : 1, align, false);
 }
 
 EXPORT void *API(aligned_alloc)(size_t align, size_t n) {
@@ -320,14 +262,14 @@ EXPORT void *API(aligned_alloc)(size_t align, size_t n) {
         return NULL;
     }
     folio_init();
-    return aligned(align, n);
+    return api_aligned(align, n);
 }
 
 EXPORT int API(posix_memalign)(void **out, size_t align, size_t n) {
     if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
     folio_init();
     int saved = errno;
-    void *p = aligned(align, n);
+    void *p = api_aligned(align, n);
     if (!p) {
         errno = saved;
         return ENOMEM;
@@ -343,12 +285,12 @@ EXPORT void *API(memalign)(size_t align, size_t n) {
     }
     if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzll(align));
     folio_init();
-    return aligned(align, n);
+    return api_aligned(align, n);
 }
 
 EXPORT void *API(valloc)(size_t n) {
     folio_init();
-    return aligned(PAGE_SIZE, n);
+    return api_aligned(PAGE_SIZE, n);
 }
 
 EXPORT void *API(pvalloc)(size_t n) {
@@ -358,7 +300,7 @@ EXPORT void *API(pvalloc)(size_t n) {
         return NULL;
     }
     n = n ? (n + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1) : PAGE_SIZE;
-    return aligned(PAGE_SIZE, n);
+    return api_aligned(PAGE_SIZE, n);
 }
 
 EXPORT void API(free_sized)(void *p, size_t n) {
@@ -377,9 +319,7 @@ EXPORT int API(malloc_trim)(size_t pad) {
     folio_init();
     heap_trim_current();
     slab_reclaim_abandoned();
-    pageset_drain_all();
-    size_t released = zone_purge(true, 0) + huge_purge(true);
-    return released > 0;
+    return page_trim() > 0;
 }
 
 static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hblkhd,
@@ -396,7 +336,7 @@ static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hbl
     size_t free_bytes = ((size_t)zs.free_pages + held) << PAGE_SHIFT;
     *arena = zone_bytes;
     *ordblks = (size_t)zs.free_pages;
-    *hblks = (size_t)atomic_load(&gcount.huge_allocs) - atomic_load(&gcount.huge_frees);
+    *hblks = (size_t)(hs.allocs - hs.frees);
     *hblkhd = hs.mapped - hs.cached;
     *uord = zone_bytes - free_bytes + *hblkhd;
     *ford = free_bytes + hs.cached;
@@ -423,123 +363,5 @@ EXPORT struct mallinfo mallinfo(void) {
     return m;
 }
 
-/* ---- C++ operators (Itanium ABI names), without a libstdc++ dependency:
- * failure calls the program's new_handler, else throws std::bad_alloc
- * through libstdc++ when it is loaded (it is, in any C++ program). */
-extern void (*_ZSt15get_new_handlerv(void))(void) __attribute__((weak));
-extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
-
-static void *cxx_new(size_t n, size_t align, bool nothrow) {
-    for (;;) {
-        void *p = align <= MIN_ALIGN ? API(malloc)(n) : aligned(align, n);
-        if (likely(p)) return p;
-        void (*handler)(void) = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-        if (handler) {
-            handler();
-            continue;
-        }
-        if (nothrow) return NULL;
-        if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-        os_write_err("folio: operator new: out of memory\n");
-        abort();
-    }
-}
-
-#define NEW(name, ...) EXPORT void *name
-NEW(_Znwm)(size_t n) { return cxx_new(n, 0, false); }
-NEW(_Znam)(size_t n) { return cxx_new(n, 0, false); }
-NEW(_ZnwmRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
-NEW(_ZnamRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
-NEW(_ZnwmSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
-NEW(_ZnamSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
-NEW(_ZnwmSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
-    (void)nt;
-    folio_init();
-    return cxx_new(n, al, true);
-}
-NEW(_ZnamSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
-    (void)nt;
-    folio_init();
-    return cxx_new(n, al, true);
-}
-EXPORT void _ZdlPv(void *p) { free(p); }
-EXPORT void _ZdaPv(void *p) { free(p); }
-EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free(p); }
-EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free(p); }
-EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
-EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
-EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
-EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
-EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
-EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
-EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
-    (void)al;
-    (void)nt;
-    free(p);
-}
-EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
-    (void)al;
-    (void)nt;
-    free(p);
-}
 #endif
 
-/* ---- folio's own API ---- */
-
-EXPORT void *folio_alloc_pages(size_t npages, unsigned flags) {
-    if (npages == 0 || npages > (PTRDIFF_MAX >> PAGE_SHIFT)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return big_alloc(npages << PAGE_SHIFT, PAGE_SIZE, flags & FOLIO_ZERO);
-}
-
-EXPORT void folio_free_pages(void *p, size_t npages) {
-    (void)npages;
-    API(free)(p);
-}
-
-/* ---- process hooks ---- */
-
-/* Every folio lock, in rank order (internal.h): a thread in the middle of
- * any folio operation finishes it before the fork, and no path holds a
- * lock while waiting for a lower-ranked one, so this cannot deadlock.  The
- * clearing engine's threaded-clear lock is not taken: its helpers do not
- * exist in the child, which resets it (clear.c). */
-static void fork_prepare(void) {
-    lock_acquire(&init_lock);
-    clear_lock_all();
-    heap_lock_all();
-    huge_lock_all();
-    pageset_lock_all();
-    zone_lock_all();
-    meta_lock_all();
-}
-static void fork_parent(void) {
-    meta_unlock_all(false);
-    zone_unlock_all(false);
-    pageset_unlock_all(false);
-    huge_unlock_all(false);
-    heap_unlock_all(false);
-    clear_unlock_all(false);
-    lock_release(&init_lock);
-}
-static void fork_child(void) {
-    meta_unlock_all(true);
-    zone_unlock_all(true);
-    pageset_unlock_all(true);
-    huge_unlock_all(true);
-    heap_unlock_all(true);
-    clear_unlock_all(true);
-    lock_reset(&init_lock);
-    purge_after_fork_child();
-}
-
-__attribute__((constructor)) static void folio_ctor(void) {
-    folio_init();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-__attribute__((destructor)) static void folio_dtor(void) {
-    if (opt.report_path && *opt.report_path) folio_report_write(opt.report_path);
-}

@@ -1,4 +1,4 @@
-/* stats: folio's counters, gathered from the modules that own them, as JSON
+/* report: folio's counters, gathered from the modules that own them, as JSON
  * (FOLIO_REPORT, folio_report_json) and as a readable summary.
  * Invariant: nothing here allocates (it runs at exit, inside malloc's
  * process, possibly with a broken heap); text is built in caller or static
@@ -6,9 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
-
-struct global_counts gcount;
+#include "api_layer.h"
 
 struct sb {
     char *buf;
@@ -21,16 +19,7 @@ static void sb_put(struct sb *b, const char *s) {
 }
 static void sb_u64(struct sb *b, uint64_t v) {
     char t[24];
-    int i = 0;
-    do {
-        t[i++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    char r[24];
-    int n = 0;
-    while (i) r[n++] = t[--i];
-    r[n] = 0;
-    sb_put(b, r);
+    sb_put(b, u64_text(t, v));
 }
 static void sb_i64(struct sb *b, long v) {
     if (v < 0) {
@@ -67,20 +56,14 @@ static void snap(struct snapshot *s) {
     zone_stats(&s->zs);
     huge_stats(&s->hs);
     pageset_totals(&s->pcp);
-#define G(f) s->f = atomic_load_explicit(&gcount.f, memory_order_relaxed)
-    G(large_allocs);
-    G(large_bytes);
-    G(large_frees);
-    G(large_pages);
-    s->large_allocs += s->hc.large_allocs;
-    s->large_bytes += s->hc.large_bytes;
-    s->large_frees += s->hc.large_frees;
-    s->large_pages += s->hc.large_pages;
-    G(huge_allocs);
-    G(huge_bytes);
-    G(huge_frees);
-    G(huge_live_bytes);
-#undef G
+    s->large_allocs = s->hc.large_allocs;
+    s->large_bytes = s->hc.large_bytes;
+    s->large_frees = s->hc.large_frees;
+    s->large_pages = s->hc.large_pages;
+    s->huge_allocs = s->hs.allocs;
+    s->huge_bytes = s->hs.bytes;
+    s->huge_frees = s->hs.frees;
+    s->huge_live_bytes = s->hs.live_bytes;
     /* live: blocks handed out and not freed, by their usable size (what
      * malloc_usable_size returns: small: the class size; large: its pages;
      * huge: its mapping) */

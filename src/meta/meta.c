@@ -7,7 +7,7 @@
  * stale descriptor, never foreign memory. */
 #include <string.h>
 
-#include "internal.h"
+#include "meta.h"
 
 #define META_RESERVE (4u << 20)
 

@@ -1,0 +1,41 @@
+/* api: the exported malloc family, C++ operators, folio's own calls,
+ * initialisation, fork handlers and the report.  Includes obj (and so
+ * every layer below); nothing includes it but the api's files (and the
+ * unit tests). */
+#ifndef FOLIO_API_H
+#define FOLIO_API_H
+
+#include "obj.h"
+
+#ifdef FOLIO_PREFIX /* sanitizer builds: the malloc family under folio_* names */
+#define API(name) folio_##name
+void folio_free(void *p);
+#else
+#define API(name) name
+#endif
+
+/* Initialisation (init.c).  Every exported call that can reach a lower
+ * layer runs folio_init first (its fast path is one load): no layer below
+ * calls up to it. */
+void folio_init(void);
+extern _Atomic int folio_ready;
+
+/* The maintenance tick (decay, purge, the object layer's reclaim) and the
+ * purger's start: after a slow path took or gave back pages, with no folio
+ * lock held. */
+static inline void api_tick(void) {
+    purge_tick();
+    purge_maybe_start_thread();
+}
+
+/* malloc.c's tiers, shared with the C++ operators and folio's own calls */
+void *api_small_alloc_slow(size_t n);
+static inline void *api_small_alloc(size_t n) {
+    void *p = small_alloc_fast(n);
+    if (likely(p != NULL)) return p;
+    return api_small_alloc_slow(n);
+}
+void *api_big_alloc(size_t n, size_t align, bool zero); /* above SMALL_MAX, or aligned */
+void *api_aligned(size_t align, size_t n);             /* align: a power of two */
+
+#endif

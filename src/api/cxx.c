@@ -1,0 +1,67 @@
+/* cxx: the C++ operators new and delete (Itanium ABI names), without a
+ * libstdc++ dependency.
+ * Invariant: a failed new calls the program's new_handler, else throws
+ * std::bad_alloc through libstdc++ when it is loaded (it is, in any C++
+ * program); the nothrow forms return NULL. */
+#include <stdlib.h>
+
+#include "api_layer.h"
+
+#ifndef FOLIO_PREFIX /* sanitizer builds keep the runtime's operators */
+extern void (*_ZSt15get_new_handlerv(void))(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static void *cxx_new(size_t n, size_t align, bool nothrow) {
+    for (;;) {
+        void *p = align <= MIN_ALIGN ? API(malloc)(n) : api_aligned(align, n);
+        if (likely(p)) return p;
+        void (*handler)(void) = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        if (handler) {
+            handler();
+            continue;
+        }
+        if (nothrow) return NULL;
+        if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+        os_write_err("folio: operator new: out of memory\n");
+        abort();
+    }
+}
+
+#define NEW(name, ...) EXPORT void *name
+NEW(_Znwm)(size_t n) { return cxx_new(n, 0, false); }
+NEW(_Znam)(size_t n) { return cxx_new(n, 0, false); }
+NEW(_ZnwmRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
+NEW(_ZnamRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
+NEW(_ZnwmSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
+NEW(_ZnamSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }
+NEW(_ZnwmSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    folio_init();
+    return cxx_new(n, al, true);
+}
+NEW(_ZnamSt11align_val_tRKSt9nothrow_t)(size_t n, size_t al, const void *nt) {
+    (void)nt;
+    folio_init();
+    return cxx_new(n, al, true);
+}
+EXPORT void _ZdlPv(void *p) { free(p); }
+EXPORT void _ZdaPv(void *p) { free(p); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free(p); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free(p); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; free(p); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al; free(p); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n; (void)al; free(p); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+    (void)al;
+    (void)nt;
+    free(p);
+}
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+    (void)al;
+    (void)nt;
+    free(p);
+}
+#endif

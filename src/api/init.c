@@ -1,0 +1,72 @@
+/* init: folio's start-up, the fork handlers and the exit report.
+ *
+ * Invariants:
+ *  - initialisation runs once, under init_lock, before any exported call
+ *    reaches a lower layer, and never allocates (it may run inside dlsym);
+ *  - fork: the prepare handler takes every folio lock in rank order, so
+ *    the child starts with consistent state and can allocate. */
+#define _GNU_SOURCE
+#include <pthread.h>
+
+#include "api_layer.h"
+
+_Atomic int folio_ready;
+static lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
+
+/* a thread of the program is exiting: the purger may have spare slabs to
+ * give back, and must leave if this was the program's last thread */
+static void on_thread_exit(void) {
+    purge_maybe_start_thread();
+    purge_note_thread_exit();
+}
+
+void folio_init(void) {
+    if (likely(atomic_load_explicit(&folio_ready, memory_order_acquire))) return;
+    lock_acquire(&init_lock);
+    if (!atomic_load_explicit(&folio_ready, memory_order_relaxed)) {
+        options_init();
+        classes_init();
+        pageset_init();
+        slab_init();
+        heap_set_exit_hook(on_thread_exit);
+        atomic_store_explicit(&folio_ready, 1, memory_order_release);
+    }
+    lock_release(&init_lock);
+}
+
+/* Every folio lock, in rank order (base.h): a thread in the middle of any
+ * folio operation finishes it before the fork, and no path holds a lock
+ * while waiting for a lower-ranked one, so this cannot deadlock.  The
+ * clearing engine's threaded-clear lock is not taken: its helpers do not
+ * exist in the child, which resets it (clear.c). */
+static void fork_prepare(void) {
+    lock_acquire(&init_lock);
+    clear_lock_all();
+    heap_lock_all();
+    page_lock_all();
+    meta_lock_all();
+}
+static void fork_parent(void) {
+    meta_unlock_all(false);
+    page_unlock_all(false);
+    heap_unlock_all(false);
+    clear_unlock_all(false);
+    lock_release(&init_lock);
+}
+static void fork_child(void) {
+    meta_unlock_all(true);
+    page_unlock_all(true);
+    heap_unlock_all(true);
+    clear_unlock_all(true);
+    lock_reset(&init_lock);
+    purge_after_fork_child();
+}
+
+__attribute__((constructor)) static void folio_ctor(void) {
+    folio_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+__attribute__((destructor)) static void folio_dtor(void) {
+    if (opt.report_path && *opt.report_path) folio_report_write(opt.report_path);
+}

@@ -1,0 +1,202 @@
+/* base: what every layer stands on.  The OS layer (every syscall goes
+ * through os.c), ranked locks, the options table and folio's own threads.
+ * Includes nothing of folio's but the public header. */
+#ifndef FOLIO_BASE_H
+#define FOLIO_BASE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "folio.h"
+
+
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define INTERNAL __attribute__((visibility("hidden")))
+#define EXPORT __attribute__((visibility("default"))) /* folio's public symbols */
+#define CACHELINE 64
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE ((size_t)1 << PAGE_SHIFT)
+#define CHUNK_SHIFT 21
+#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
+#define CHUNK_PAGES (CHUNK_SIZE >> PAGE_SHIFT) /* 512 */
+#define MAX_ORDER 9                            /* a whole chunk */
+#define PCP_MAX_ORDER 6                        /* pagesets cache orders 0..6 (every slab) and chunks */
+
+#define MIN_ALIGN 16
+#define SMALL_MAX 32768        /* largest size served from slabs */
+#define NCLASSES 72            /* size classes 16 .. 32768 */
+#define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
+
+/* ---------------------------------------------------------------- os */
+/* The only module that makes syscalls.  Memory returned by os_reserve is
+ * zero-filled; os_purge leaves the range zero-filled and not resident. */
+void *os_reserve(size_t size, size_t align); /* NULL: refused (counted in os_map_failures) */
+bool os_release(void *p, size_t size);       /* false: munmap refused, still mapped */
+void os_purge(void *p, size_t size);
+void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at);
+void *os_move(void *old, size_t old_size, size_t new_size); /* mremap anywhere; NULL: refused */
+int os_cpu(void);
+int os_cpu_count(void);
+uint64_t os_now_ms(void);
+void os_futex_wait(_Atomic int *addr, int val);
+void os_futex_wake(_Atomic int *addr, int n);
+void os_write_err(const char *s);
+void os_write_fd(int fd, const char *s);
+_Noreturn void os_fatal_ptr(const char *what, const void *p);
+uint64_t os_random_seed(void);
+size_t os_rss_bytes(void);
+void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes);
+int os_write_file(const char *path, const char *buf, size_t len);
+int os_getpid(void);
+void os_sleep_ms(unsigned ms);
+uint64_t os_now_ns(void);          /* CLOCK_MONOTONIC */
+size_t os_cache_size(int level);   /* data/unified cache of that level (1..3) of CPU 0, 0 if unknown */
+int os_cpu_allowance(void);        /* CPUs this process may run on (affinity mask), at least 1 */
+size_t os_read_file(const char *path, char *buf, size_t len); /* NUL-terminated; 0 on error */
+size_t os_llc_bytes(void);                                    /* last-level cache size, 0 if unknown */
+uint64_t os_parse_size(const char *s, const char **end); /* "48K", "2M", "1G", "123" */
+int os_gettid(void);
+/* 1 if some thread of this process that is not in tids[0..n) is alive (not
+ * exited), 0 if none is, -1 if /proc cannot tell */
+int os_other_threads_alive(const _Atomic int *tids, int n);
+/* like os_futex_wait, but gives up after ms milliseconds */
+void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
+extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
+extern _Atomic uint64_t os_map_failures;
+
+/* text.c: v in decimal, NUL-terminated, somewhere inside buf */
+const char *u64_text(char buf[24], uint64_t v);
+
+/* ---------------------------------------------------------------- lock */
+/* A small futex mutex: 0 unlocked, 1 locked, 2 locked with waiters.
+ * lock_acquire reports whether the lock was contended so that callers can
+ * count contention where it matters (the zone lock).
+ *
+ * Every lock has a rank.  A thread that holds a lock only ever waits for a
+ * lock of a higher rank (locks of one rank: at higher addresses, as
+ * pageset_lock_all takes the pagesets), and the fork handler takes every
+ * lock in rank order, so no cycle of waiters can form.  A trylock never
+ * waits and may be taken in any order.  Debug builds (FOLIO_DEBUG) check
+ * this at every acquisition and end the process on a violation. */
+enum lock_rank {
+    LOCK_RANK_NONE = 0, /* a lock nobody ranked: debug builds refuse it */
+    LOCK_RANK_INIT,       /* folio_init */
+    LOCK_RANK_CLEAR_INIT, /* the clearing engine's start-up */
+    LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
+    LOCK_RANK_HEAPS,      /* the registry of thread heaps */
+    LOCK_RANK_ABANDONED,  /* slabs of exited threads */
+    LOCK_RANK_HUGE,       /* huge extents and their cache */
+    LOCK_RANK_PAGESET,    /* each per-CPU pageset */
+    LOCK_RANK_ZONE,       /* the zone's buddy lists */
+    LOCK_RANK_META,       /* the metadata reserve */
+    LOCK_RANK_COUNT
+};
+typedef struct {
+    _Atomic int v;
+    int rank; /* enum lock_rank */
+} lock_t;
+#define LOCK_INIT(r) {0, (r)}
+static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
+
+#ifdef FOLIO_DEBUG
+void lockdep_acquire(lock_t *l, bool trylock); /* checks the order, records l as held */
+void lockdep_release(lock_t *l);
+void lockdep_forget(lock_t *l); /* fork child: l is reset, not released */
+#else
+static inline void lockdep_acquire(lock_t *l, bool trylock) { (void)l, (void)trylock; }
+static inline void lockdep_release(lock_t *l) { (void)l; }
+static inline void lockdep_forget(lock_t *l) { (void)l; }
+#endif
+
+static inline bool lock_try_raw(lock_t *l) {
+    int e = 0;
+    return atomic_compare_exchange_strong_explicit(&l->v, &e, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+static inline bool lock_try(lock_t *l) {
+    if (!lock_try_raw(l)) return false;
+    lockdep_acquire(l, true);
+    return true;
+}
+void lock_slow(lock_t *l);
+/* Returns true when the lock was taken without waiting. */
+static inline bool lock_acquire(lock_t *l) {
+    lockdep_acquire(l, false);
+    if (likely(lock_try_raw(l))) return true;
+    lock_slow(l);
+    return false;
+}
+static inline void lock_release(lock_t *l) {
+    lockdep_release(l);
+    if (unlikely(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
+        os_futex_wake(&l->v, 1);
+}
+/* fork child: the lock was taken by the prepare handler (or by a thread
+ * that does not exist here) */
+static inline void lock_reset(lock_t *l) {
+    lockdep_forget(l);
+    atomic_store_explicit(&l->v, 0, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- options */
+#define FOLIO_OPTIONS(X)                                                                       \
+    X(purge_delay_ms, "FOLIO_PURGE_DELAY_MS", 1000,                                            \
+      "milliseconds freed memory stays resident before it is purged (MADV_DONTNEED)")          \
+    X(purge_thread, "FOLIO_PURGE_THREAD", 1,                                                   \
+      "1: a background thread purges expired free memory when enough is waiting; 0: purge "  \
+      "only from allocation slow paths")                                                       \
+    X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 3,                                             \
+      "smallest free block purged, as a page order (3 = 32 KiB); whole 2 MiB chunks first")   \
+    X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \
+    X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
+      "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
+    X(pcp_zone_min_mib, "FOLIO_PCP_ZONE_MIN_MIB", 64,                                          \
+      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / CPUs allowed") \
+    X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
+    X(pcp_autotune, "FOLIO_PCP_AUTOTUNE", 1,                                                   \
+      "1: pageset high auto-tuned between high_min and high_max (seed 003); 0: high fixed")    \
+    X(memory_limit, "FOLIO_MEMORY_LIMIT", 0,                                                   \
+      "soft limit in bytes (K/M/G suffix): within 1/8 of it pagesets shrink toward high_min")  \
+    X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
+    X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
+      "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
+    X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
+      "empty slabs a thread keeps for reuse before returning them to the page heap")          \
+    X(clear, "FOLIO_CLEAR", 0,                                                                 \
+      "clearing strategy: auto (0: measured per size and cache state), loop, stosb, nt, "     \
+      "hybrid, pages, memset (a name or its folio_clear_strategy number)")                     \
+    X(clear_threads, "FOLIO_CLEAR_THREADS", 0,                                                 \
+      "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
+      "1 = never split, N = at most N")                                                        \
+    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB")
+
+struct folio_options {
+#define X(name, env, def, doc) long name;
+    FOLIO_OPTIONS(X)
+#undef X
+    const char *report_path; /* FOLIO_REPORT */
+};
+extern struct folio_options opt;
+extern const char *const clear_strategy_names[]; /* FOLIO_CLEAR's names, by strategy number */
+void options_init(void);
+
+/* ---------------------------------------------------------------- bg */
+/* folio's own threads (the purger, the clearing helpers).  They block every
+ * signal, so a signal meant for the process always reaches a thread of the
+ * program, and each leaves once bg_program_gone() says the program's own
+ * threads have all exited: then the last of them exits as the program's
+ * last thread would have (glibc's exit(0)), so folio never keeps a process
+ * alive. */
+bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack, all signals blocked */
+void bg_enter(void);        /* first thing a background thread does */
+void bg_leave(void);        /* last thing it does */
+bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
+void bg_after_fork_child(void);
+
+
+#endif

@@ -1,0 +1,48 @@
+/* large: blocks of whole pages up to 2 MiB, from this CPU's pageset or the
+ * zone.
+ *
+ * Invariants:
+ *  - a live large block is a span of kind SPAN_LARGE whose head page (only)
+ *    maps to it, so a lookup of any other page of it finds no span;
+ *  - the caller (api) counts the block and runs the maintenance tick: this
+ *    file calls nothing above the page layer. */
+#include <errno.h>
+
+#include "page.h"
+
+/* growable: the block is being moved by a growing realloc, which will
+ * likely grow it again; it comes from the zone, where the pages after it
+ * stay free for zone_resize, not from a pageset (whose carved tail would
+ * sit on the pageset's lists and force a copy on every growth). */
+struct span *large_alloc(size_t n, size_t align, bool zero, bool growable) {
+    size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
+    struct span *s = growable ? zone_alloc_pages(npages ? npages : 1, align_pages)
+                              : page_alloc(npages ? npages : 1, align_pages);
+    if (unlikely(!s)) { /* a mapping failed: give address space back, retry once */
+        as_reclaim();
+        s = zone_alloc_pages(npages ? npages : 1, align_pages);
+        if (!s) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    if (zero) { /* calloc: the caller uses the block next; a recycled block is taken as hot */
+        if (s->flags & SPAN_ZEROED) clear_zero_skipped(n);
+        else clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
+    }
+    s->flags = 0;
+    span_set_kind(s, SPAN_LARGE);
+    span_map_pages(s, s, s->page_idx, 1);
+    return s;
+}
+
+void large_free(struct span *s, void *p) {
+    if (unlikely(p != s->start)) os_fatal_ptr("free(): invalid pointer", p);
+    span_map_pages(s, NULL, s->page_idx, 1);
+    span_set_kind(s, SPAN_TAKEN);
+    s->flags = 0;
+    page_free(s);
+}
+
+bool large_resize(struct span *s, size_t npages) { return zone_resize(s, npages); }

@@ -1,0 +1,23 @@
+/* locks: the page layer's locks, all at once, for fork.
+ * Invariant: taken in rank order (huge < each pageset < zone) and released
+ * in reverse, so the fork handler adds no order of its own. */
+#include "page.h"
+
+void page_lock_all(void) {
+    huge_lock_all();
+    pageset_lock_all();
+    zone_lock_all();
+}
+
+void page_unlock_all(bool child) {
+    zone_unlock_all(child);
+    pageset_unlock_all(child);
+    huge_unlock_all(child);
+}
+
+/* malloc_trim: every free page back to the kernel (the pagesets drained
+ * first, so their pages merge and purge with the zone's). */
+size_t page_trim(void) {
+    pageset_drain_all();
+    return zone_purge(true, 0) + huge_purge(true);
+}

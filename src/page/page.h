@@ -1,0 +1,134 @@
+/* page: the page heap.  The buddy zone over 2 MiB chunks, per-CPU
+ * pagesets (seed 003), large blocks, huge extents, the maintenance tick
+ * (purge) and address-space reclaim.  Includes meta and clear. */
+#ifndef FOLIO_PAGE_H
+#define FOLIO_PAGE_H
+
+#include "clear.h"
+#include "meta.h"
+
+/* The one block cutter: [idx, end) of a chunk is cut into maximal aligned
+ * blocks (a block of order o starts at a multiple of 2^o pages), by the zone
+ * and the pagesets alike; this is the order of the block starting at idx. */
+static inline unsigned block_order_at(uint32_t idx, uint32_t end, unsigned max_order) {
+    unsigned o = idx ? (unsigned)__builtin_ctz(idx) : max_order;
+    if (o > max_order) o = max_order;
+    while ((1u << o) > end - idx) o--;
+    return o;
+}
+
+/* ---------------------------------------------------------------- zone */
+struct zone_stats {
+    uint64_t lock_acquired, lock_contended;
+    uint64_t pages_from_zone, pages_to_zone;
+    uint64_t purges, purged_bytes;
+    uint64_t free_pages, dirty_pages, chunks;
+};
+struct span *zone_alloc_pages(size_t npages, size_t align_pages);
+long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
+                     long *descs_got);
+long zone_take_descs(struct span **stash, long n);
+void zone_free_span(struct span *s);
+size_t zone_managed_pages(void);
+size_t zone_resident_estimate(void);
+bool zone_resize(struct span *s, size_t npages);
+void zone_free_bulk(struct span *list);
+/* Purge dirty free blocks free for the delay (all: every one now), at most
+ * `budget` bytes (0: no bound). */
+size_t zone_purge(bool all, size_t budget);
+size_t zone_dirty_bytes(void);
+void zone_stats(struct zone_stats *st);
+size_t zone_check(void);
+size_t pageset_check(void);          /* every pageset's invariants (pageset.c): violations */
+#ifdef FOLIO_TEST_HOOKS
+void pageset_corrupt_count(int i, long delta); /* tests: make pageset_check fail */
+#endif
+size_t slab_check_current(void);     /* the calling thread's heap (slab.c): violations */
+size_t zone_release_free(void); /* unmap whole free chunks and the arena's unused tail */
+void zone_lock_all(void);
+void zone_unlock_all(bool child);
+
+/* ---------------------------------------------------------------- pageset */
+struct pageset_stats {
+    int cpu;
+    long count, high, high_min, high_max, high_lowest, high_highest, batch, chunks;
+    uint64_t refills, drains, free_high_drains, decays, trylock_failed;
+};
+void pageset_init(void);
+struct span *page_alloc(size_t npages, size_t align_pages);
+void page_free(struct span *s);
+int pageset_count(void);
+void pageset_stats(int i, struct pageset_stats *st);
+void pageset_totals(struct pageset_stats *sum); /* count: pages held, chunks included */
+void pageset_decay_tick(void);
+bool pageset_grown(void);
+#ifdef FOLIO_TEST_HOOKS /* test builds only (build/libfolio-test.a, the unit tests) */
+/* tests: drive pageset i directly, and force the pressure signal (-1: measure) */
+struct span *pageset_alloc_on(int i, unsigned order);
+void pageset_free_on(int i, struct span *s, unsigned order);
+void pageset_decay_on(int i);
+void pageset_mark_used(int i); /* tests: count a use, so the next decay is not an idle one */
+void pageset_force_pressure(int on);
+void pageset_hold_decay(void); /* no automatic decay from now on */
+#endif
+void pageset_drain_all(void);
+void pageset_lock_all(void);
+void pageset_unlock_all(bool child);
+
+/* ---------------------------------------------------------------- large / huge */
+/* large blocks (large.c): the caller counts them (heap_count_large) */
+struct span *large_alloc(size_t n, size_t align, bool zero, bool growable); /* NULL: ENOMEM */
+void large_free(struct span *s, void *p); /* p must be s->start, else the process ends */
+bool large_resize(struct span *s, size_t npages); /* in place: false when it cannot */
+struct huge;
+void *huge_alloc(size_t n, size_t align, bool zero);
+void huge_free(struct huge *h, void *p);
+void *huge_realloc(struct huge *h, void *p, size_t n);
+size_t huge_usable(struct huge *h, void *p);
+/* What is wrong with a pointer handed back to folio: nothing, not a block's
+ * start (invalid), or a block that was freed (double free / freed pointer). */
+enum fault { FAULT_NONE, FAULT_INVALID, FAULT_FREED };
+enum fault huge_check(const struct huge *h, const void *p);
+size_t huge_purge(bool all);
+char *huge_fit_grid(char *r, size_t room, size_t old, size_t map); /* huge_realloc's alignment step */
+size_t huge_dirty_bytes(void);
+void huge_lock_all(void);
+void huge_unlock_all(bool child);
+struct huge_stats {
+    uint64_t mapped, cached, cache_hits, mremaps, purges, purged_bytes;
+    uint64_t allocs, bytes, frees, live_bytes; /* blocks; live_bytes: net, by mapping size */
+};
+void huge_stats(struct huge_stats *st);
+
+/* ---------------------------------------------------------------- locks.c */
+void page_lock_all(void); /* fork: huge, pagesets, zone, in rank order */
+void page_unlock_all(bool child);
+size_t page_trim(void); /* malloc_trim: bytes given back */
+
+/* ---------------------------------------------------------------- purge */
+/* What the object layer above keeps and can give back.  It registers these
+ * at start-up (slab_init), so the maintenance tick and address-space reclaim
+ * reach it without the page layer calling up. */
+struct obj_hooks {
+    void (*reclaim)(void);      /* the tick: slabs emptied by other threads, old spare slabs */
+    void (*give_back)(void);    /* address space is short: every empty slab it can reach */
+    size_t (*held_bytes)(void); /* free memory it keeps that the purger must give back */
+};
+void purge_register(const struct obj_hooks *hooks);
+extern const struct obj_hooks *obj_hooks;
+void purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired */
+void purge_maybe_start_thread(void);
+void purge_after_fork_child(void);
+void purge_note_thread_exit(void); /* a thread of the program is exiting */
+
+/* ---------------------------------------------------------------- reclaim */
+/* Address space is a resource: when a mapping fails, a tier's entry point
+ * calls as_reclaim (holding no folio lock) and retries once. */
+void as_reclaim(void);
+struct as_stats {
+    uint64_t reclaims, released_bytes;
+};
+void as_stats(struct as_stats *st);
+
+
+#endif
