@@ -418,8 +418,22 @@ void small_free_slow(struct span *s, void *p) {
     purge_maybe_start_thread();
 }
 
-void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
+/* small_free's faults: a pointer that is no object start, or one past the
+ * bump pointer, is invalid; an object already free is a double free.
+ * noipa: the compiler must not find out that it does not return (free()
+ * would then call it, with a stack frame, instead of jumping to it). */
+__attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const void *p) {
+    if (!small_is_object_start(s, p)) slab_bad_free(p);
+    if (small_is_freed(p)) os_fatal_ptr("free(): double free", p);
+    slab_bad_free(p);
+}
+
+/* A free by a thread that does not own s (or of an abandoned slab). */
+void slab_remote_free(struct span *s, void *p) {
+    if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
+    uintptr_t tag = slab_tag(p);
+    if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
     struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     unsigned c = s->cls;
     w[1] = tag;

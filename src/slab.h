@@ -60,7 +60,8 @@ extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
 extern struct heap heap_abandoned;
 void slab_init(void);
 _Noreturn void slab_bad_free(const void *p);
-void slab_remote_free(struct span *s, void *p, uintptr_t tag);
+void slab_remote_free(struct span *s, void *p);
+void slab_free_fault(const struct span *s, const void *p);
 _Noreturn void slab_bad_link(const void *obj);
 
 /* ---- free-list links ----
@@ -102,15 +103,12 @@ static inline void *small_alloc(size_t n) {
     return small_alloc_slow(n);
 }
 
-/* p lies in slab s.  Checks that it is an object start, not past the bump
- * area and not already free, then returns it to the owner's list or to the
- * slab's remote list. */
+/* p is the start of one of slab s's objects.  idx < capacity: not in the
+ * slack after the last object, and not far from the slab (a span given a
+ * pointer that is not in its pages, as the unit tests do). */
 static inline bool small_is_object_start(const struct span *s, const void *p) {
     uintptr_t off = (uintptr_t)((const char *)p - s->start);
     uintptr_t idx = (off * s->obj_inv) >> 40;
-    /* idx < capacity: p lies in the slab.  A chunk meta is reused at another
-     * address once its chunk is unmapped (zone_release_free), so a stale
-     * pagemap entry can lead to a span far from p. */
     return idx * s->obj_size == off && idx < s->capacity;
 }
 
@@ -119,22 +117,31 @@ static inline bool small_is_freed(const void *p) {
     return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ folio_secret);
 }
 
+/* p lies in a page of slab s.  The owner checks that it is an object start
+ * below the bump pointer (hence below capacity: the owner hands out nothing
+ * else) and not already free, then pushes it on s->free; other threads go
+ * to slab_remote_free, which makes the same checks against capacity.  The
+ * faults leave through calls that are not noreturn, so free() needs no
+ * stack frame. */
 static inline void small_free(struct span *s, void *p) {
-    if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
-    uintptr_t *w = p;
-    uintptr_t tag = slab_tag(p);
-    if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
     struct heap *h = tl_heap;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        if (unlikely((char *)p >= s->bump)) slab_bad_free(p);
-        w[0] = slab_link_encode(tag, s->free);
-        w[1] = tag;
-        s->free = p;
-        h->frees[s->cls]++;
-        if (unlikely(--s->used <= s->slow_used)) small_free_slow(s, p);
+    if (unlikely(atomic_load_explicit(&s->owner, memory_order_relaxed) != h)) {
+        slab_remote_free(s, p);
         return;
     }
-    slab_remote_free(s, p, tag);
+    uintptr_t *w = p;
+    uintptr_t tag = slab_tag(p);
+    uintptr_t off = (uintptr_t)((char *)p - s->start);
+    uintptr_t idx = (off * s->obj_inv) >> 40;
+    if (unlikely(idx * s->obj_size != off || (char *)p >= s->bump || w[1] == tag)) {
+        slab_free_fault(s, p);
+        return;
+    }
+    w[0] = slab_link_encode(tag, s->free);
+    w[1] = tag;
+    s->free = p;
+    h->frees[s->cls]++;
+    if (unlikely(--s->used <= s->slow_used)) small_free_slow(s, p);
 }
 
 #endif
