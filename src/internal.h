@@ -212,7 +212,7 @@ struct span {
     uint32_t slow_used; /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
     uint32_t npages;
-    uint64_t obj_inv;   /* slab: ceil(2^40 / obj_size) for the offset check */
+    uint64_t obj_inv;   /* slab: ceil(2^64 / obj_size) for the offset check */
     uint8_t kind;
     uint8_t order;      /* free block: buddy order */
     uint8_t cls;        /* slab: size class */
@@ -407,7 +407,7 @@ struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
-    uint64_t inv;       /* ceil(2^40 / size) */
+    uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);

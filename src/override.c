@@ -71,7 +71,7 @@ void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     s->flags = 0;
     span_set_kind(s, SPAN_LARGE);
     span_map_pages(s, s, s->page_idx, 1);
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (likely(h)) {
         h->large_allocs++;
         h->large_bytes += n;
@@ -88,7 +88,7 @@ void *large_alloc(size_t n, size_t align, bool zero, bool growable) {
 /* Count pages of a live large block that grew (or shrank: negative, modulo
  * 2^64) in place. */
 static void large_count_pages(uint64_t pages) {
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (likely(h)) h->large_pages += pages;
     else atomic_fetch_add_explicit(&gcount.large_pages, pages, memory_order_relaxed);
 }
@@ -98,7 +98,7 @@ void large_free(struct span *s, void *p) {
     span_map_pages(s, NULL, s->page_idx, 1);
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (likely(h)) h->large_frees++;
     else atomic_fetch_add_explicit(&gcount.large_frees, 1, memory_order_relaxed);
     large_count_pages(-(uint64_t)s->npages);
@@ -192,6 +192,7 @@ static enum fault small_check(const struct span *s, const void *p) {
 /* ---- the standard API ---- */
 
 EXPORT void *API(malloc)(size_t n) {
+    if (likely(n <= 1024)) return small_alloc(n);
     if (likely(n <= SMALL_MAX)) return small_alloc(n);
     return big_alloc(n, MIN_ALIGN, false);
 }
@@ -215,10 +216,13 @@ __attribute__((noinline)) static void free_other(void *p) {
     }
 }
 
+/* The fast path: a slab object of the calling thread's (only slabs have an
+ * owner, and tl_heap is never NULL). */
 EXPORT void API(free)(void *p) {
     struct span *s = span_lookup((uintptr_t)p); /* NULL for p == NULL: no arena at 0 */
-    if (likely(s != NULL && span_kind(s) == SPAN_SLAB)) {
-        small_free(s, p);
+    struct heap *h = tl_heap;
+    if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
+        small_free_local(h, s, p);
         return;
     }
     free_other(p);
