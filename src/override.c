@@ -417,7 +417,7 @@ static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hbl
     *ordblks = (size_t)zs.free_pages;
     *hblks = (size_t)atomic_load(&gcount.huge_allocs) - atomic_load(&gcount.huge_frees);
     *hblkhd = hs.mapped - hs.cached;
-    *uord = zone_bytes - free_bytes + *hblkhd;
+    *uord = zone_bytes - free_bytes - ((size_t)zs.meta_pages << PAGE_SHIFT) + *hblkhd;
     *ford = free_bytes + hs.cached;
 }
 
