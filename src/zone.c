@@ -279,7 +279,8 @@ static bool arena_reserve(void) {
  * first chunk, which holds metadata, does not count: growth goes on. */
 static bool chunk_grow(void) {
     for (;;) {
-        if (!desc_reserve(zone.desc_pool_n + CHUNK_ADD_DESCS)) return false;
+        /* what chunk_add takes, and what the caller had reserved for after */
+        if (!desc_reserve(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2)) return false;
         char *base;
         if (zone.arena_cur != zone.arena_end) {
             base = zone.arena_cur;
@@ -339,7 +340,7 @@ size_t zone_release_free(void) {
                 continue;
             }
             zone_lock(); /* munmap refused (too many mappings): keep the chunk, stop */
-            if (desc_reserve(zone.desc_pool_n + CHUNK_ADD_DESCS)) chunk_add(bases[i], false, os_now_ms());
+            if (desc_reserve(CHUNK_ADD_DESCS)) chunk_add(bases[i], false, os_now_ms());
             else arena_head_of((uintptr_t)bases[i])->state[chunk_index(chunk_of((uintptr_t)bases[i]))] = CHUNK_OCCUPIED;
             zone_unlock();
             more = false;
