@@ -6,7 +6,7 @@
  *   live_blocks  allocations minus frees;
  *   live_bytes   the usable size (malloc_usable_size) of every live block;
  *   used pages   the zone's pages that are neither free in the zone nor held
- *                by a pageset (zone_chunks x 512 - zone_free_pages -
+ *                by a pageset (zone_chunks x 512 - zone_free_pages - zone_meta_pages -
  *                pcp_held_pages), compared after malloc_trim, which drains
  *                the pagesets, the calling thread's cache of empty slabs
  *                and the abandoned slabs whose objects were all freed;
@@ -59,6 +59,7 @@ static struct counts counts_now(void)
     c.blocks = report_u64("live_blocks");
     c.bytes = report_u64("live_bytes");
     c.used_pages = report_u64("zone_chunks") * CHUNK_PAGES - report_u64("zone_free_pages") -
+                   report_u64("zone_meta_pages") -
                    report_u64("pcp_held_pages");
     c.huge_mapped = report_u64("huge_mapped_bytes");
     return c;

@@ -103,7 +103,7 @@ static double footprint_mib(void)
 #ifdef FOLIO_TEST_GLIBC
     return 0;
 #else
-    uint64_t held = report_u64("zone_chunks") * 512 - report_u64("zone_free_pages") +
+    uint64_t held = report_u64("zone_chunks") * 512 - report_u64("zone_free_pages") - report_u64("zone_meta_pages") +
                     report_u64("zone_dirty_pages");
     return (double)held * 4096 / (1024.0 * 1024.0);
 #endif

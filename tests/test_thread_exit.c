@@ -394,7 +394,7 @@ enum slab_case { OWNER_EXITS, OWNER_FREES_HALF, FREED_WHILE_OWNER_LIVES };
 
 static uint64_t used_pages(void)
 {
-    return report_u64("zone_chunks") * CHUNK_PAGES - report_u64("zone_free_pages") -
+    return report_u64("zone_chunks") * CHUNK_PAGES - report_u64("zone_free_pages") - report_u64("zone_meta_pages") -
            report_u64("pcp_held_pages");
 }
 

@@ -51,22 +51,23 @@ __attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
     return small_alloc_slow(n, true, &need_pages);
 }
 
-/* What p is: a slab object, a large block or a huge extent; NULL-safe
- * lookups report "not ours" as 0. */
+/* What p is: a slab object, a large block or a huge extent.  Arena
+ * pointers are found by span_lookup; only the others (huge extents, NULL,
+ * foreign pointers) read the pagemap. */
 enum kind { NOT_OURS, SMALL, LARGE, HUGE };
 static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
     uintptr_t a = (uintptr_t)p;
+    struct span *s = span_lookup(a);
+    if (likely(s != NULL)) {
+        *sp = s;
+        if (likely(span_kind(s) == SPAN_SLAB)) return SMALL;
+        return span_kind(s) == SPAN_LARGE ? LARGE : NOT_OURS;
+    }
     uintptr_t e = pagemap_get(a);
-    if (unlikely(!e)) return NOT_OURS;
-    if (unlikely(e & PAGEMAP_HUGE_TAG)) {
+    if (e & PAGEMAP_HUGE_TAG) {
         *hp = (struct huge *)(e & ~(uintptr_t)PAGEMAP_HUGE_TAG);
         return HUGE;
     }
-    struct span *s = span_of_addr(a, e);
-    if (unlikely(!s)) return NOT_OURS;
-    *sp = s;
-    if (likely(span_kind(s) == SPAN_SLAB)) return SMALL;
-    if (span_kind(s) == SPAN_LARGE) return LARGE;
     return NOT_OURS;
 }
 
@@ -79,16 +80,18 @@ static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
  * covers: pageset-held pages and the rest of zone blocks map to nothing).
  * Only for choosing the message: reads without locks. */
 static bool was_freed(const void *p) {
-    uintptr_t a = (uintptr_t)p, e = pagemap_get(a);
-    if (!e || (e & PAGEMAP_HUGE_TAG)) return false;
-    struct span *s = span_of_addr(a, e);
+    uintptr_t a = (uintptr_t)p;
+    if (!arena_owns(a)) return false;
+    struct chunk *c = chunk_of(a);
+    /* a chunk given back to the kernel: as foreign as any address */
+    if (arena_head_of(a)->state[(a >> CHUNK_SHIFT) & (ARENA_CHUNKS - 1)] != CHUNK_IN_ZONE) return false;
+    struct span *s = span_lookup(a);
     if (s) {
         if (span_kind(s) == SPAN_TAKEN)
             return s->obj_size && (a - (uintptr_t)s->start) % s->obj_size == 0;
         return span_kind(s) == SPAN_ZONE_FREE && (a & (PAGE_SIZE - 1)) == 0;
     }
     if (a & (PAGE_SIZE - 1)) return false;
-    struct chunk *c = (struct chunk *)e;
     uint32_t page = (uint32_t)((a >> PAGE_SHIFT) & (CHUNK_PAGES - 1));
     for (uint32_t i = page; i-- > 0;) { /* the nearest mapped page before: does its span cover p? */
         struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_acquire);
@@ -124,12 +127,16 @@ static enum fault small_check(const struct span *s, const void *p) {
 /* ---- the standard API ---- */
 
 EXPORT void *API(malloc)(size_t n) {
+    if (likely(n <= 1024)) return api_small_alloc(n); /* inlined apart: a table for the class */
     if (likely(n <= SMALL_MAX)) return api_small_alloc(n);
     return api_big_alloc(n, MIN_ALIGN, false);
 }
 
-EXPORT void API(free)(void *p) {
-    if (unlikely(!p)) return;
+/* Everything but a slab object: NULL, large and huge blocks, bad pointers.
+ * Not inlined into free, and not marked noreturn, so that free calls it
+ * with a jump and needs no stack frame of its own. */
+__attribute__((noinline)) static void free_other(void *p) {
+    if (!p) return;
     struct span *s = NULL;
     struct huge *h = NULL;
     switch (classify(p, &s, &h)) {
@@ -149,6 +156,18 @@ EXPORT void API(free)(void *p) {
         return;
     default: not_a_block(CALL_FREE, p);
     }
+}
+
+/* The fast path: a slab object of the calling thread's (only slabs have an
+ * owner, and tl_heap is never NULL). */
+EXPORT void API(free)(void *p) {
+    struct span *s = span_lookup((uintptr_t)p); /* NULL for p == NULL: no arena at 0 */
+    struct heap *h = tl_heap;
+    if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
+        if (unlikely(small_free_local(h, s, p))) api_tick();
+        return;
+    }
+    free_other(p);
 }
 
 EXPORT void *API(calloc)(size_t a, size_t b) {
@@ -338,7 +357,7 @@ static void fill_info(size_t *arena, size_t *ordblks, size_t *hblks, size_t *hbl
     *ordblks = (size_t)zs.free_pages;
     *hblks = (size_t)(hs.allocs - hs.frees);
     *hblkhd = hs.mapped - hs.cached;
-    *uord = zone_bytes - free_bytes + *hblkhd;
+    *uord = zone_bytes - free_bytes - ((size_t)zs.meta_pages << PAGE_SHIFT) + *hblkhd;
     *ford = free_bytes + hs.cached;
 }
 

@@ -103,6 +103,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "zone_free_pages", s.zs.free_pages);
     kv(&b, "zone_dirty_pages", s.zs.dirty_pages);
     kv(&b, "zone_chunks", s.zs.chunks);
+    kv(&b, "zone_meta_pages", s.zs.meta_pages);
     kv(&b, "pcp_refills", s.pcp.refills);
     kv(&b, "pcp_drains", s.pcp.drains);
     kv(&b, "free_high_drains", s.pcp.free_high_drains);

@@ -81,6 +81,18 @@ void *os_reserve(size_t size, size_t align) {
     return a;
 }
 
+/* A hint, not a demand: NULL (not counted as a failure) when anything is
+ * mapped there, or the kernel refuses. */
+void *os_reserve_at(void *addr, size_t size) {
+    char *p = map_at(addr, size, MAP_FIXED_NOREPLACE);
+    if (p && p != addr) { /* a kernel older than 4.17 takes the flag as a hint */
+        munmap(p, size);
+        p = NULL;
+    }
+    if (p) mapped_add((ptrdiff_t)size);
+    return p;
+}
+
 bool os_release(void *p, size_t size) {
     if (munmap(p, size) != 0) return false;
     mapped_add(-(ptrdiff_t)size);

@@ -34,7 +34,7 @@ struct span {
     uint32_t slow_used; /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
     uint32_t npages;
-    uint64_t obj_inv;   /* slab: ceil(2^40 / obj_size) for the offset check */
+    uint64_t obj_inv;   /* slab: ceil(2^64 / obj_size) for the offset check */
     uint8_t kind;
     uint8_t order;      /* free block: buddy order */
     uint8_t cls;        /* slab: size class */
@@ -77,23 +77,91 @@ static inline void span_set_kind(struct span *s, unsigned k) {
     __atomic_store_n(&s->kind, (uint8_t)k, __ATOMIC_RELAXED);
 }
 
-/* A chunk is 2 MiB of arena memory; its meta records, per page, the span
- * that covers it (slab pages: every page; large blocks and free zone blocks:
- * the head page only; everything else NULL). */
+/* ---------------------------------------------------------------- arenas: metadata by address */
+/* The zone's memory comes in arenas: ranges of at most ARENA_ALIGN bytes at
+ * ARENA_ALIGN-aligned addresses (a reservation of FOLIO_ARENA_MIB above that
+ * is several arenas).  An arena's first ARENA_META_PAGES pages hold its
+ * metadata: the span of every page of the arena (ARENA_ALIGN / 512 bytes),
+ * then struct arena_head.  The metadata of any arena address is therefore at
+ * an address computed from it, not loaded.  arena_map says which aligned
+ * ranges are arenas: set before any pointer into the arena is handed out,
+ * never cleared, and the metadata pages are never unmapped (the first chunk
+ * of an arena never leaves the zone), so the lookup needs no lock.
+ * ARENA_ALIGN is fixed at compile time (the default FOLIO_ARENA_MIB): the
+ * masks and shifts of free()'s lookup are then immediates. */
+#define ARENA_SHIFT 28
+#define ARENA_ALIGN ((size_t)1 << ARENA_SHIFT)       /* 256 MiB */
+#define ARENA_CHUNKS (ARENA_ALIGN >> CHUNK_SHIFT)    /* 128 */
+#define ARENA_PAGES (ARENA_ALIGN >> PAGE_SHIFT)      /* 65536 */
+#define ARENA_TABLE_PAGES (ARENA_PAGES * sizeof(void *) / PAGE_SIZE) /* 128 */
+#define ARENA_META_PAGES (ARENA_TABLE_PAGES + 1)     /* the table, then the head */
+#define ARENA_MAP_BITS 48                            /* addresses folio can own */
+
+/* A chunk is 2 MiB of arena memory; its meta is its part of the arena's
+ * table: per page, the span that covers it (slab pages: every page; large
+ * blocks and free zone blocks: the head page only; everything else NULL). */
 struct chunk {
-    char *base;
-    uint8_t type; /* zone: which sizes it was split for (zone.c) */
-    struct chunk *pool_next; /* zone: on the pool of metas of released chunks */
     _Atomic(struct span *) span_of[CHUNK_PAGES];
 };
+_Static_assert(sizeof(struct chunk) == PAGE_SIZE, "chunk i's meta is page i of the table");
+
+enum chunk_state {
+    CHUNK_NONE = 0, /* never mapped by the zone (past a small reservation's end) */
+    CHUNK_IN_ZONE,  /* its pages are the zone's */
+    CHUNK_RELEASED, /* unmapped by zone_release_free */
+    CHUNK_OCCUPIED, /* not the zone's, and something else was mapped there */
+};
+/* after the table; written by the zone under its lock */
+struct arena_head {
+    uint8_t type[ARENA_CHUNKS];  /* zone: which sizes each chunk was split for (zone.c) */
+    uint8_t state[ARENA_CHUNKS]; /* enum chunk_state */
+    struct arena_head *next;     /* zone: every arena */
+};
+
+extern _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
+
+static inline uintptr_t arena_base(uintptr_t a) { return a & ~(uintptr_t)(ARENA_ALIGN - 1); }
+/* The table slot of the page holding a: a must lie in an arena.  Every
+ * lookup of a page's span (free, realloc, malloc_usable_size, the zone's
+ * buddies, the pagesets) reads this slot. */
+static inline _Atomic(struct span *) *arena_slot(uintptr_t a) {
+    return (_Atomic(struct span *) *)arena_base(a) + ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
+}
+static inline struct chunk *chunk_of(uintptr_t a) {
+    return (struct chunk *)arena_slot(a & ~(uintptr_t)(CHUNK_SIZE - 1));
+}
+static inline char *chunk_base(const struct chunk *c) {
+    uintptr_t i = ((uintptr_t)c >> PAGE_SHIFT) & (ARENA_CHUNKS - 1);
+    return (char *)(arena_base((uintptr_t)c) + (i << CHUNK_SHIFT));
+}
+static inline struct arena_head *arena_head_of(uintptr_t a) {
+    return (struct arena_head *)(arena_base(a) + (ARENA_TABLE_PAGES << PAGE_SHIFT));
+}
+/* a lies in an arena (NULL and addresses beyond 48 bits do not) */
+static inline bool arena_owns(uintptr_t a) {
+    uintptr_t i = a >> ARENA_SHIFT;
+    return likely(i < ((uintptr_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT))) &&
+           atomic_load_explicit(&arena_map[i], memory_order_relaxed) != 0;
+}
+/* The span covering a, or NULL: a is no arena address, or no span covers
+ * its page.  The slot's load is atomic, so the compiler cannot move it
+ * above the ownership test (for a foreign pointer the slot's address may
+ * be unmapped); the two loads do not depend on each other, so the span is
+ * two dependent loads away: the slot, then the span's first line. */
+static inline struct span *span_lookup(uintptr_t a) {
+    if (!arena_owns(a)) return NULL;
+    return atomic_load_explicit(arena_slot(a), memory_order_acquire);
+}
+void span_map_pages(struct span *s, struct span *v, uint32_t first, uint32_t n);
 
 /* ---------------------------------------------------------------- meta, pagemap */
 void *meta_alloc(size_t size); /* zeroed, never freed; 64-byte aligned */
 void meta_lock_all(void);
 void meta_unlock_all(bool child);
 
-/* pagemap: chunk number -> chunk meta, or a huge extent (tagged with bit 0).
- * Readable without locks: leaves are installed once and never removed. */
+/* pagemap: chunk number -> huge extent (tagged with bit 0), for pointers
+ * outside arenas.  Readable without locks: leaves are installed once and
+ * never removed. */
 #define PAGEMAP_HUGE_TAG 1u
 #define PAGEMAP_BITS 48
 #define PAGEMAP_LEAF_BITS 14
@@ -111,13 +179,6 @@ static inline uintptr_t pagemap_get(uintptr_t a) {
                                 memory_order_acquire);
 }
 
-/* The span covering address a (arena memory only), or NULL. */
-static inline struct span *span_of_addr(uintptr_t a, uintptr_t entry) {
-    struct chunk *c = (struct chunk *)entry;
-    return atomic_load_explicit(&c->span_of[(a >> PAGE_SHIFT) & (CHUNK_PAGES - 1)],
-                                memory_order_acquire);
-}
-void span_map_pages(struct span *s, struct span *v, uint32_t first, uint32_t n);
 
 
 #endif

@@ -1,10 +1,15 @@
-/* pagemap: address -> chunk meta (arena memory) or huge extent descriptor.
+/* pagemap: address -> huge extent descriptor, for pointers outside arenas;
+ * arena_map: which ARENA_ALIGN-aligned ranges are arenas.
  *
  * Invariant: a leaf, once installed in pagemap_top, is never removed or
  * moved, and entries are published with release stores before any pointer
  * into their range is handed out; free() and realloc() therefore look up
- * metadata with two acquire loads and no lock. */
+ * metadata with two acquire loads and no lock.  arena_map is static (zero
+ * pages until an arena is entered, 1 MiB of address space): free()'s test
+ * is one load at a fixed address, no pointer to load first. */
 #include "meta.h"
+
+_Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
 
 _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
 

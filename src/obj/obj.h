@@ -37,7 +37,7 @@ struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
-    uint64_t inv;       /* ceil(2^40 / size) */
+    uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);
@@ -95,7 +95,14 @@ struct heap {
     _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
 };
 
+_Static_assert(sizeof(struct bin) == 32, "bin_word_small counts a bin as 4 words");
+
+/* The calling thread's heap; &heap_none (never NULL) until it has one:
+ * every bin of heap_none is empty, so malloc's fast path needs no test, and
+ * no slab is heap_none's, so a slab whose owner is tl_heap is the calling
+ * thread's (a span that is no slab has no owner). */
 extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
+extern struct heap heap_none;
 extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_init) */
 
 /* Large blocks are counted by the thread that allocates or frees them, in
@@ -104,7 +111,7 @@ extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_ini
 void heap_count_large_shared(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages);
 static inline void heap_count_large(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages) {
     struct heap *h = tl_heap;
-    if (likely(h)) {
+    if (likely(h != &heap_none)) {
         h->large_allocs += allocs;
         h->large_bytes += bytes;
         h->large_frees += frees;
@@ -114,10 +121,19 @@ static inline void heap_count_large(uint64_t allocs, uint64_t bytes, uint64_t fr
     }
 }
 extern struct heap heap_abandoned;
+/* bin of size n <= 1024, by (n + 15) >> 4, as an offset in 8-byte words */
+extern uint8_t bin_word_small[65];
+/* the calling thread's heap, or NULL */
+static inline struct heap *heap_current(void) {
+    struct heap *h = tl_heap;
+    return h == &heap_none ? NULL : h;
+}
 void slab_init(void);
 _Noreturn void slab_bad_free(const void *p);
-void slab_remote_free(struct span *s, void *p, uintptr_t tag);
+void slab_remote_free(struct span *s, void *p);
+void slab_free_fault(const struct span *s, const void *p);
 _Noreturn void slab_bad_link(const void *obj);
+void *slab_link_fault(const void *obj); /* slab_bad_link, called with a jump (no stack frame) */
 
 /* ---- free-list links ----
  * A value written into a freed object's link decodes into the object's own
@@ -143,32 +159,34 @@ static inline void *slab_link_next(const void *obj) {
 /* NULL: the fast path cannot serve n (the caller takes small_alloc_slow) */
 static inline void *small_alloc_fast(size_t n) {
     struct heap *h = tl_heap;
-    if (likely(h != NULL)) {
-        unsigned c = likely(n <= 1024) ? class_of_small[(n + 15) >> 4] : size_class(n);
-        struct bin *b = &h->bins[c];
-        struct span *s = b->cur;
-        void **p = s->free;
-        if (likely(p != NULL)) {
-            s->free = slab_link_next(p);
-            p[1] = NULL;
-            s->used++;
-            b->allocs++;
-            return p;
-        }
+    struct bin *b = likely(n <= 1024) ? (struct bin *)((uint64_t *)h->bins + bin_word_small[(n + 15) >> 4])
+                                      : &h->bins[size_class(n)];
+    struct span *s = b->cur;
+    void **p = s->free;
+    if (likely(p != NULL)) {
+        uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
+        if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)p) return slab_link_fault(p);
+        s->free = (void *)(d ^ (uintptr_t)p);
+        p[1] = NULL;
+        s->used++;
+        b->allocs++;
+        return p;
     }
     return NULL;
 }
 
-/* p lies in slab s.  Checks that it is an object start, not past the bump
- * area and not already free, then returns it to the owner's list or to the
- * slab's remote list. */
+/* off, an offset below 2^32, is a whole number of s's objects: with
+ * obj_inv = ceil(2^64 / size), off * obj_inv (mod 2^64) is below obj_inv
+ * exactly for the multiples of size (one multiply, no division). */
+static inline bool small_offset_ok(const struct span *s, uintptr_t off) {
+    return off * s->obj_inv < s->obj_inv;
+}
+/* p is the start of one of slab s's objects: inside the object area (not in
+ * the slack after the last object, not far from the slab: a span given a
+ * pointer that is not in its pages, as the unit tests do), at a multiple. */
 static inline bool small_is_object_start(const struct span *s, const void *p) {
     uintptr_t off = (uintptr_t)((const char *)p - s->start);
-    uintptr_t idx = (off * s->obj_inv) >> 40;
-    /* idx < capacity: p lies in the slab.  A chunk meta is reused at another
-     * address once its chunk is unmapped (zone_release_free), so a stale
-     * pagemap entry can lead to a span far from p. */
-    return idx * s->obj_size == off && idx < s->capacity;
+    return off < (uintptr_t)s->capacity * s->obj_size && small_offset_ok(s, off);
 }
 
 /* p (an object start) is on a free list: the mark small_free checks. */
@@ -176,24 +194,36 @@ static inline bool small_is_freed(const void *p) {
     return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ slab_secret);
 }
 
-/* True when the free took the slow path and retired a slab (the caller
- * runs the maintenance tick). */
-static inline bool small_free(struct span *s, void *p) {
-    if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
+/* p lies in a page of slab s, and h, the calling thread's heap, owns s
+ * (so p - start is below the slab's size).  Checks that p is an object
+ * start below the bump pointer (the owner hands out nothing else) and not
+ * already free, then pushes it on s->free.  The faults leave through a call
+ * that is not noreturn, so free() needs no stack frame.  True when the
+ * free took the slow path and retired a slab (the caller runs the
+ * maintenance tick). */
+static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
-    if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
-    struct heap *h = tl_heap;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        if (unlikely((char *)p >= s->bump)) slab_bad_free(p);
-        w[0] = slab_link_encode(tag, s->free);
-        w[1] = tag;
-        s->free = p;
-        h->frees[s->cls]++;
-        if (unlikely(--s->used <= s->slow_used)) return small_free_slow(s, p);
+    if (unlikely(!small_offset_ok(s, (uintptr_t)((char *)p - s->start)) || (char *)p >= s->bump ||
+                 w[1] == tag)) {
+        slab_free_fault(s, p);
         return false;
     }
-    slab_remote_free(s, p, tag);
+    w[0] = slab_link_encode(tag, s->free);
+    w[1] = tag;
+    s->free = p;
+    h->frees[s->cls]++;
+    if (unlikely(--s->used <= s->slow_used)) return small_free_slow(s, p);
+    return false;
+}
+
+/* p lies in a page of slab s: the owner frees it on s->free, any other
+ * thread with slab_remote_free, which makes the checks against capacity.
+ * True: the caller runs the maintenance tick (small_free_local). */
+static inline bool small_free(struct span *s, void *p) {
+    struct heap *h = tl_heap;
+    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) return small_free_local(h, s, p);
+    slab_remote_free(s, p);
     return false;
 }
 

@@ -30,7 +30,7 @@ void classes_init(void) {
         classes[c].size = size;
         classes[c].pages = pages;
         classes[c].capacity = (uint32_t)(((size_t)pages << PAGE_SHIFT) / size);
-        classes[c].inv = (((uint64_t)1 << 40) + size - 1) / size;
+        classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
     }
     for (unsigned i = 0; i <= 64; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
 }

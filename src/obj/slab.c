@@ -7,9 +7,11 @@
 
 #include "obj.h"
 
-__thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
-struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
+struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}}}; /* no thread's */
+__thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
+struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
+uint8_t bin_word_small[65]; /* all 0 before slab_init: bin 0 of heap_none, empty */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
 static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
@@ -338,7 +340,7 @@ static inline void debug_check_slab(struct heap *h, unsigned c, struct span *s) 
 #endif
 
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (!h && !(h = heap_create())) {
         as_reclaim(); /* no heap yet: nothing of this thread's to give back */
         if (!(h = heap_create())) {
@@ -419,8 +421,24 @@ bool small_free_slow(struct span *s, void *p) {
     return true;
 }
 
-void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
+/* small_free's faults: a pointer that is no object start, or one past the
+ * bump pointer, is invalid; an object already free is a double free.
+ * noipa: the compiler must not find out that it does not return (free()
+ * would then call it, with a stack frame, instead of jumping to it). */
+__attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const void *p) {
+    if (!small_is_object_start(s, p)) slab_bad_free(p);
+    if (small_is_freed(p)) os_fatal_ptr("free(): double free", p);
+    slab_bad_free(p);
+}
+
+__attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_link(obj); }
+
+/* A free by a thread that does not own s (or of an abandoned slab). */
+void slab_remote_free(struct span *s, void *p) {
+    if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
+    uintptr_t tag = slab_tag(p);
+    if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
     struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     unsigned c = s->cls;
     w[1] = tag;
@@ -432,7 +450,7 @@ void slab_remote_free(struct span *s, void *p, uintptr_t tag) {
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (h) h->frees[c]++;
     else atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
 }
@@ -500,7 +518,7 @@ static void heap_abandon(struct heap *h) {
 static void heap_thread_exit(void *arg) {
     struct heap *h = arg;
     if (h && tl_heap == h) {
-        tl_heap = NULL;
+        tl_heap = &heap_none;
         heap_abandon(h);
     }
     if (exit_hook) exit_hook();
@@ -551,6 +569,8 @@ uint64_t slab_secret;
 
 void slab_init(void) {
     slab_secret = os_random_seed();
+    for (unsigned i = 0; i <= 64; i++)
+        bin_word_small[i] = (uint8_t)(class_of_small[i] * (sizeof(struct bin) / sizeof(uint64_t)));
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);
 }
@@ -597,7 +617,7 @@ void heap_counts(struct heap_counts *hc) {
 void heap_trim_current(void) {
     reclaim_emptied(0);
     spare_trim(0);
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (!h) return;
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
@@ -689,7 +709,7 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
 }
 
 size_t slab_check_current(void) {
-    struct heap *h = tl_heap;
+    struct heap *h = heap_current();
     if (!h) return 0;
     size_t bad = 0;
     for (unsigned c = 0; c < NCLASSES; c++) {

@@ -23,6 +23,7 @@ struct zone_stats {
     uint64_t pages_from_zone, pages_to_zone;
     uint64_t purges, purged_bytes;
     uint64_t free_pages, dirty_pages, chunks;
+    uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
@@ -44,7 +45,7 @@ size_t pageset_check(void);          /* every pageset's invariants (pageset.c): 
 void pageset_corrupt_count(int i, long delta); /* tests: make pageset_check fail */
 #endif
 size_t slab_check_current(void);     /* the calling thread's heap (slab.c): violations */
-size_t zone_release_free(void); /* unmap whole free chunks and the arena's unused tail */
+size_t zone_release_free(void); /* unmap whole free chunks and the reservation's unused tail */
 void zone_lock_all(void);
 void zone_unlock_all(bool child);
 

@@ -395,7 +395,7 @@ static unsigned push_range(struct pageset *ps, struct span *tmpl, uint32_t idx, 
         first = NULL;
         d->chunk = tmpl->chunk;
         d->page_idx = idx;
-        d->start = tmpl->chunk->base + ((size_t)idx << PAGE_SHIFT);
+        d->start = chunk_base(tmpl->chunk) + ((size_t)idx << PAGE_SHIFT);
         d->npages = 1u << o;
         d->flags = tmpl->flags & SPAN_ZEROED;
         push_head(ps, d, o);
@@ -683,7 +683,7 @@ static size_t bad_block(const struct span *s, unsigned o) {
     bad += span_kind(s) != SPAN_PCP_FREE;
     bad += s->order != o || s->npages != (1u << o);
     bad += (s->page_idx & ((1u << o) - 1)) != 0 || s->page_idx + s->npages > CHUNK_PAGES;
-    bad += s->start != s->chunk->base + ((size_t)s->page_idx << PAGE_SHIFT);
+    bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
     bad += atomic_load_explicit(&s->chunk->span_of[s->page_idx], memory_order_relaxed) != NULL;
     return bad;
 }

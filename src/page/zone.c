@@ -21,6 +21,11 @@
  *    next, and from the other type only when the arena cannot grow.  Small
  *    blocks held by pagesets and slabs then pin few chunks, and large spans
  *    still find room.  Whole free chunks are on free_head[0][MAX_ORDER].
+ *  - arenas (internal.h): the first chunk of each holds the arena's metadata
+ *    in its first ARENA_META_PAGES pages, which no block covers, so it is
+ *    never a whole free chunk and never unmapped; head->state says which
+ *    chunks are in the zone (CHUNK_IN_ZONE), and the span_of entries of the
+ *    others are all NULL.
  * Arena memory is unmapped only by zone_release_free, when a mapping failed
  * (as_reclaim): the hot paths make no mmap/munmap. */
 #include <string.h>
@@ -33,8 +38,9 @@ static struct zone {
     lock_t lock;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
-    char *arena_cur, *arena_end;
-    struct chunk *chunk_pool; /* metas of released chunks, for reuse */
+    char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
+    struct arena_head *arenas;   /* every arena */
+    uintptr_t lowest;            /* the lowest reservation's start (0: none yet) */
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
@@ -98,8 +104,15 @@ static void desc_put(struct span *d) {
 /* ---- lists ---- */
 enum { CHUNK_SMALL = 0, CHUNK_LARGE = 1 };
 
+static uint32_t chunk_index(const struct chunk *c) {
+    return (uint32_t)(((uintptr_t)c >> PAGE_SHIFT) & (ARENA_CHUNKS - 1));
+}
+static uint8_t *chunk_type(const struct chunk *c) {
+    return &arena_head_of((uintptr_t)c)->type[chunk_index(c)];
+}
+
 static struct span **list_head(struct span *d) {
-    return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : d->chunk->type][d->order];
+    return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk)][d->order];
 }
 
 static void list_add(struct span *d) { span_list_push(list_head(d), d); }
@@ -156,7 +169,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
     d->page_idx = idx;
     d->order = (uint8_t)order;
     d->npages = 1u << order;
-    d->start = c->base + ((size_t)idx << PAGE_SHIFT);
+    d->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
     d->flags = zeroed ? SPAN_ZEROED : 0;
     d->freed_at = freed_at;
     set_head(c, idx, d);
@@ -178,65 +191,113 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
 
 /* ---- chunks ---- */
 
-/* A chunk meta: one a released chunk left on the pool (all its span_of
- * entries NULL), else a fresh one. */
-static struct chunk *chunk_meta_get(void) {
-    struct chunk *c = zone.chunk_pool;
-    if (c) {
-        zone.chunk_pool = c->pool_next;
-        return c;
-    }
-    return meta_alloc(sizeof *c);
-}
-static void chunk_meta_put(struct chunk *c) {
-    c->pool_next = zone.chunk_pool;
-    zone.chunk_pool = c;
-}
+/* Descriptors chunk_add may use: the blocks of a metadata chunk's free part
+ * (pages ARENA_META_PAGES..511: one per set bit of 512 - 129, at most 9). */
+#define CHUNK_ADD_DESCS 10
 
-/* Put the mapped 2 MiB at base in the zone as one free block (lock held, a
- * descriptor reserved). */
-static bool chunk_add(char *base, bool zeroed, uint64_t freed_at) {
-    struct chunk *c = chunk_meta_get();
-    if (!c) return false;
-    c->base = base;
-    c->type = CHUNK_SMALL;
-    if (!pagemap_set((uintptr_t)base, (uintptr_t)c)) {
-        chunk_meta_put(c);
-        return false;
+/* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
+ * descriptors reserved).  An arena's first chunk is entered in arena_map
+ * here, after its head is written and before any of its pages is handed
+ * out; its metadata pages stay out of the zone. */
+static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
+    uintptr_t a = (uintptr_t)base;
+    struct chunk *c = chunk_of(a);
+    struct arena_head *head = arena_head_of(a);
+    uint32_t first = 0;
+    if (a == arena_base(a)) {
+        head->next = zone.arenas;
+        zone.arenas = head;
+        atomic_store_explicit(&arena_map[a >> ARENA_SHIFT], 1, memory_order_release);
+        first = ARENA_META_PAGES;
+        zone.st.meta_pages += ARENA_META_PAGES;
     }
+    head->state[chunk_index(c)] = CHUNK_IN_ZONE;
+    head->type[chunk_index(c)] = CHUNK_SMALL;
     zone.st.chunks++;
-    block_insert(c, 0, MAX_ORDER, zeroed, freed_at, NULL);
-    return true;
+    range_insert(c, first, CHUNK_PAGES - first, zeroed, freed_at, NULL);
 }
 
-/* Reserve a new 2 MiB chunk and put it on the lists as one zeroed block. */
-static bool chunk_grow(void) {
-    if (zone.arena_cur == zone.arena_end) {
-        size_t size = ((size_t)opt.arena_mib << 20) & ~(CHUNK_SIZE - 1);
+/* A chunk of an existing arena that is not in the zone (released, or past
+ * the end of a reservation smaller than the arena), mapped again at its own
+ * address: growth in place needs no new metadata.  A chunk whose address
+ * something else now holds is not tried again until the next release. */
+static char *chunk_remap(void) {
+    for (struct arena_head *head = zone.arenas; head; head = head->next)
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
+            if (head->state[i] != CHUNK_NONE && head->state[i] != CHUNK_RELEASED) continue;
+            char *b = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
+            if (os_reserve_at(b, CHUNK_SIZE)) return b;
+            head->state[i] = CHUNK_OCCUPIED;
+        }
+    return NULL;
+}
+
+/* A new reservation at an ARENA_ALIGN boundary: first right below the lowest
+ * one (the kernel hands out addresses downward, so the range is likely free;
+ * MAP_FIXED_NOREPLACE, no over-reservation), then wherever the kernel
+ * finds room (os_reserve: size + align, trimmed; under an address space
+ * limit an exact size at an aligned address); smaller and smaller while the
+ * kernel refuses.  A reservation smaller than an arena is an arena all the
+ * same, its table sized for a whole one. */
+static bool arena_reserve(void) {
+    size_t size = ((size_t)opt.arena_mib << 20) & ~(CHUNK_SIZE - 1);
+    if (size < CHUNK_SIZE) size = CHUNK_SIZE;
+    for (;;) {
+        size_t room = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
+        char *p = NULL;
+        if (zone.lowest > room) p = os_reserve_at((char *)(zone.lowest - room), size);
+        if (!p) p = os_reserve(size, ARENA_ALIGN);
+        if (p && ((uintptr_t)p + size) >> ARENA_MAP_BITS) { /* beyond arena_map */
+            os_release(p, size);
+            p = NULL;
+        }
+        if (p) {
+            zone.arena_cur = p;
+            zone.arena_end = p + size;
+            if (!zone.lowest || (uintptr_t)p < zone.lowest) zone.lowest = (uintptr_t)p;
+            return true;
+        }
+        if (size == CHUNK_SIZE) return false;
+        size = (size / 2) & ~(CHUNK_SIZE - 1);
         if (size < CHUNK_SIZE) size = CHUNK_SIZE;
-        char *p = os_reserve(size, CHUNK_SIZE);
-        if (!p && size > CHUNK_SIZE) p = os_reserve(size = CHUNK_SIZE, CHUNK_SIZE);
-        if (!p) return false;
-        zone.arena_cur = p;
-        zone.arena_end = p + size;
     }
-    if (!chunk_add(zone.arena_cur, true, 0)) return false;
-    zone.arena_cur += CHUNK_SIZE;
-    return true;
+}
+
+/* Put a new chunk in the zone as one zeroed whole free block; an arena's
+ * first chunk, which holds metadata, does not count: growth goes on. */
+static bool chunk_grow(void) {
+    for (;;) {
+        /* what chunk_add takes, and what the caller had reserved for after */
+        if (!desc_reserve(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2)) return false;
+        char *base;
+        if (zone.arena_cur != zone.arena_end) {
+            base = zone.arena_cur;
+            zone.arena_cur += CHUNK_SIZE;
+        } else if (!(base = chunk_remap())) {
+            if (!arena_reserve()) return false;
+            continue;
+        }
+        chunk_add(base, true, 0);
+        if ((uintptr_t)base != arena_base((uintptr_t)base)) return true;
+    }
 }
 
 /* Give address space back (as_reclaim): every whole free chunk leaves the
- * zone and is unmapped, and so is the current arena's never-carved tail.
- * A released chunk's pagemap entry is cleared before its range is unmapped,
- * so that when the kernel hands the range out again (to folio's huge tier,
- * which writes entries of its own, or to anyone) no entry leads to the old
- * chunk.  Its meta, all span_of entries NULL, waits on chunk_pool for the
- * next chunk_grow: type-stable, so a free() that read the old entry before
- * it was cleared finds NULL, or a span of the meta's next chunk that does not
- * contain the pointer, and reports an invalid pointer.  The munmaps run
- * outside the lock, a batch at a time. */
+ * zone and is unmapped, and so is the current reservation's never-carved
+ * tail.  A released chunk's span_of entries are all NULL before its range
+ * is unmapped, so that when the kernel hands the range out again (to
+ * folio's huge tier, or to anyone) a lookup of a pointer there finds no
+ * span and goes on to the pagemap.  Its arena's metadata stays mapped (the
+ * first chunk never leaves the zone), and the chunk can be mapped again at
+ * its own address by chunk_remap.  The munmaps run outside the lock, a
+ * batch at a time. */
 size_t zone_release_free(void) {
     size_t released = 0;
+    zone_lock();
+    for (struct arena_head *head = zone.arenas; head; head = head->next) /* worth a retry now */
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
+            if (head->state[i] == CHUNK_OCCUPIED) head->state[i] = CHUNK_NONE;
+    zone_unlock();
     for (bool more = true; more;) {
         char *bases[64], *tail = NULL;
         size_t n = 0, tail_size = 0;
@@ -255,9 +316,8 @@ size_t zone_release_free(void) {
             desc_put(d);
             zone.st.free_pages -= CHUNK_PAGES;
             zone.st.chunks--;
-            pagemap_set((uintptr_t)c->base, 0); /* the leaf exists: cannot fail */
-            bases[n++] = c->base;
-            chunk_meta_put(c);
+            arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
+            bases[n++] = chunk_base(c);
         }
         more = n == 64;
         zone_unlock();
@@ -268,7 +328,8 @@ size_t zone_release_free(void) {
                 continue;
             }
             zone_lock(); /* munmap refused (too many mappings): keep the chunk, stop */
-            if (desc_reserve(1)) chunk_add(bases[i], false, os_now_ms());
+            if (desc_reserve(CHUNK_ADD_DESCS)) chunk_add(bases[i], false, os_now_ms());
+            else arena_head_of((uintptr_t)bases[i])->state[chunk_index(chunk_of((uintptr_t)bases[i]))] = CHUNK_OCCUPIED;
             zone_unlock();
             more = false;
         }
@@ -288,7 +349,7 @@ static struct span *block_take(unsigned order) {
         d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
         if (!d && chunk_grow()) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
         if (d) {
-            d->chunk->type = (uint8_t)type; /* a whole free chunk takes the type of its first use */
+            *chunk_type(d->chunk) = (uint8_t)type; /* a whole free chunk takes the type of its first use */
         } else {
             for (k = order; k < MAX_ORDER && !(d = zone.free_head[!type][k]); k++) {
             }
@@ -307,7 +368,7 @@ static struct span *block_take(unsigned order) {
         b->page_idx = d->page_idx + (1u << k);
         b->order = (uint8_t)k;
         b->npages = 1u << k;
-        b->start = d->chunk->base + ((size_t)b->page_idx << PAGE_SHIFT);
+        b->start = chunk_base(d->chunk) + ((size_t)b->page_idx << PAGE_SHIFT);
         b->flags = d->flags & SPAN_ZEROED;
         b->freed_at = d->freed_at;
         set_head(b->chunk, b->page_idx, b);
@@ -545,7 +606,7 @@ static size_t check_locked(void) {
             bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
             bad += (d->page_idx & ((1u << k) - 1)) != 0;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
-            bad += d->start != d->chunk->base + ((size_t)d->page_idx << PAGE_SHIFT);
+            bad += d->start != chunk_base(d->chunk) + ((size_t)d->page_idx << PAGE_SHIFT);
             if (k < MAX_ORDER) {
                 struct span *b = atomic_load(&d->chunk->span_of[d->page_idx ^ (1u << k)]);
                 bad += b && span_kind(b) == SPAN_ZONE_FREE && b->order == k &&
@@ -556,8 +617,18 @@ static size_t check_locked(void) {
         }
     }
     for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
-    for (struct chunk *c = zone.chunk_pool; c; c = c->pool_next)
-        for (unsigned i = 0; i < CHUNK_PAGES; i++) bad += atomic_load(&c->span_of[i]) != NULL;
+    for (struct arena_head *head = zone.arenas; head; head = head->next) {
+        uintptr_t base = arena_base((uintptr_t)head);
+        bad += atomic_load(&arena_map[base >> ARENA_SHIFT]) == 0;
+        bad += head->state[0] != CHUNK_IN_ZONE;
+        for (unsigned m = 0; m < ARENA_META_PAGES; m++) /* no span covers the metadata */
+            bad += atomic_load(arena_slot(base + ((uintptr_t)m << PAGE_SHIFT))) != NULL;
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
+            if (head->state[i] != CHUNK_RELEASED) continue;
+            struct chunk *c = chunk_of(base + ((uintptr_t)i << CHUNK_SHIFT));
+            for (unsigned k = 0; k < CHUNK_PAGES; k++) bad += atomic_load(&c->span_of[k]) != NULL;
+        }
+    }
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
     return bad;

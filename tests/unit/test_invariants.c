@@ -143,10 +143,7 @@ static int random_ops(unsigned seed) {
     return check_all("after malloc_trim", OPS);
 }
 
-static struct span *span_of_ptr(void *p) {
-    uintptr_t a = (uintptr_t)p;
-    return span_of_addr(a, pagemap_get(a));
-}
+static struct span *span_of_ptr(void *p) { return span_lookup((uintptr_t)p); }
 
 /* Each check reports a deliberate corruption, and nothing once it is undone. */
 static int corruptions(void) {

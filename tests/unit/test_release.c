@@ -1,8 +1,9 @@
 /* Unit test: giving address space back.  Whole free zone chunks and the
- * arena's unused tail are unmapped by zone_release_free, their pagemap
- * entries cleared first, the zone stays consistent, and a later growth
- * reuses the released chunk metas; a span in a reused meta does not accept a
- * pointer of the chunk the meta described before; as_reclaim drains the
+ * reservation's unused tail are unmapped by zone_release_free, their table
+ * entries NULL, their arena's metadata still mapped, the zone stays
+ * consistent, and a later growth maps a released chunk again in its arena
+ * (no new metadata); a span does not accept a pointer 4 MiB away or past its
+ * slab; as_reclaim drains the
  * pagesets so their chunks go back too, and a trim the calling thread's
  * empty current slabs; huge_fit_grid puts an extent the
  * kernel moved off the 2 MiB grid back on it, contents intact. */
@@ -35,7 +36,8 @@ int main(void) {
         meta[i] = s[i]->chunk;
         base[i] = s[i]->start;
         memset(base[i], 0x5a, CHUNK_SIZE);
-        EXPECT(pagemap_get((uintptr_t)base[i]) == (uintptr_t)meta[i], "chunk %d not in the pagemap", i);
+        EXPECT(arena_owns((uintptr_t)base[i]) && chunk_of((uintptr_t)base[i]) == meta[i],
+               "chunk %d: meta not at its computed address", i);
     }
     for (int i = 0; i < NCH; i++) {
         s[i]->flags = 0;
@@ -57,19 +59,26 @@ int main(void) {
            "free pages %llu -> %llu", (unsigned long long)before.free_pages,
            (unsigned long long)after.free_pages);
     for (int i = 0; i < NCH; i++) {
-        EXPECT(pagemap_get((uintptr_t)base[i]) == 0, "released chunk %d still in the pagemap", i);
+        EXPECT(span_lookup((uintptr_t)base[i]) == NULL, "released chunk %d still has a span", i);
+        EXPECT(arena_head_of((uintptr_t)base[i])->state[((uintptr_t)base[i] >> CHUNK_SHIFT) % ARENA_CHUNKS] ==
+                   CHUNK_RELEASED, "released chunk %d not marked released", i);
         EXPECT(!mapped(base[i]), "released chunk %d still mapped", i);
+        EXPECT(mapped(meta[i]) && arena_owns((uintptr_t)base[i]), "released chunk %d: metadata gone", i);
     }
 
-    /* growth reuses the metas, and a span in one of them refuses a pointer
-     * of the chunk the meta described before */
+    /* growth maps a released chunk again at its own address: a whole chunk
+     * needs growth (none is free), and takes no new metadata */
+    struct span *w = zone_alloc_pages(CHUNK_PAGES, 1);
+    EXPECT(w && w->page_idx == 0, "whole chunk after the release");
+    struct zone_stats grown;
+    zone_stats(&grown);
+    EXPECT(grown.meta_pages == after.meta_pages, "growth after a release made a new arena");
+    EXPECT(chunk_of((uintptr_t)w->start) == w->chunk && mapped(w->start), "regrown chunk");
+    EXPECT(zone_check() == 0, "zone inconsistent after growth");
+    w->flags = 0;
+    zone_free_span(w);
     struct span *t = zone_alloc_pages(1, 1);
     EXPECT(t, "allocation after the release");
-    int reused = -1;
-    for (int i = 0; i < NCH; i++)
-        if (t->chunk == meta[i]) reused = i;
-    EXPECT(reused >= 0, "new chunk did not reuse a released meta");
-    EXPECT(zone_check() == 0, "zone inconsistent after growth");
     t->obj_size = classes[0].size; /* as a slab of the smallest class */
     t->obj_inv = classes[0].inv;
     t->capacity = (uint32_t)(PAGE_SIZE / classes[0].size);
@@ -83,13 +92,12 @@ int main(void) {
     /* a bin's current slab, empty, goes back to the page heap on a trim */
     char *obj = malloc(5000);
     EXPECT(obj, "malloc(5000)");
-    uintptr_t e = pagemap_get((uintptr_t)obj);
-    struct span *slab = span_of_addr((uintptr_t)obj, e);
+    struct span *slab = span_lookup((uintptr_t)obj);
     EXPECT(slab && span_kind(slab) == SPAN_SLAB, "5000 bytes not from a slab");
     free(obj);
-    EXPECT(span_of_addr((uintptr_t)obj, e) == slab, "an empty current slab is kept");
+    EXPECT(span_lookup((uintptr_t)obj) == slab, "an empty current slab is kept");
     heap_trim_current();
-    EXPECT(span_of_addr((uintptr_t)obj, e) == NULL, "empty current slab kept after a trim");
+    EXPECT(span_lookup((uintptr_t)obj) == NULL, "empty current slab kept after a trim");
 
     /* as_reclaim: chunks held by the pagesets come back too */
     struct span *c = page_alloc(CHUNK_PAGES, 1);
