@@ -31,6 +31,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,7 +321,20 @@ static void scenario_every_tier(void)
 #define SLOTS 4096
 #define NTHREADS 4
 static _Atomic(void *) slot[SLOTS];
-static _Atomic size_t slot_size[SLOTS];
+/* A block's first byte holds how many bytes of it carry the pattern (its
+ * size, at most 64): a size kept beside the slot could belong to the block
+ * another thread is about to store there, not to the one just taken. */
+static void slot_mark(unsigned char *p, size_t n, size_t i)
+{
+    size_t len = n < 64 ? n : 64;
+    p[0] = (unsigned char)len;
+    pattern_fill(p + 1, len - 1, i);
+}
+static bool slot_intact(const unsigned char *p, size_t i)
+{
+    size_t len = p[0];
+    return len >= 1 && len <= 64 && pattern_check(p + 1, len - 1, i) == (size_t)-1;
+}
 static _Atomic long mt_nulls, mt_allocs;
 static _Atomic int mt_go; /* every thread exists: their stacks need address space too */
 static _Atomic double mt_end;
@@ -335,8 +349,7 @@ static void *mt_worker(void *arg)
         size_t i = rng_next(&r) % SLOTS;
         void *old = atomic_exchange(&slot[i], NULL);
         if (old) {
-            size_t n = atomic_load(&slot_size[i]);
-            CHECK(pattern_check(old, n < 64 ? n : 64, i) == (size_t)-1, "block in slot %zu damaged", i);
+            CHECK(slot_intact(old, i), "block in slot %zu damaged", i);
             free(old);
             continue;
         }
@@ -353,8 +366,7 @@ static void *mt_worker(void *arg)
         }
         mt_allocs++;
         memset(p, 1, n < 4096 ? n : 4096);
-        pattern_fill(p, n < 64 ? n : 64, i);
-        atomic_store(&slot_size[i], n);
+        slot_mark(p, n, i);
         void *prev = atomic_exchange(&slot[i], p);
         if (prev)
             free(prev);

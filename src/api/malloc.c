@@ -132,6 +132,12 @@ EXPORT void *API(malloc)(size_t n) {
     return api_big_alloc(n, MIN_ALIGN, false);
 }
 
+/* A local free changed its slab's state: the object layer moves it, and
+ * the tick runs when it retired the slab. */
+__attribute__((noinline)) static void api_small_free_slow(struct span *s, void *p) {
+    if (small_free_slow(s, p)) api_tick();
+}
+
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
  * Not inlined into free, and not marked noreturn, so that free calls it
  * with a jump and needs no stack frame of its own. */
@@ -141,7 +147,7 @@ __attribute__((noinline)) static void free_other(void *p) {
     struct huge *h = NULL;
     switch (classify(p, &s, &h)) {
     case SMALL:
-        if (unlikely(small_free(s, p))) api_tick();
+        if (unlikely(small_free(s, p))) api_small_free_slow(s, p);
         return;
     case LARGE: {
         uint64_t pages = s->npages; /* s belongs to the page heap once freed */
@@ -164,7 +170,7 @@ EXPORT void API(free)(void *p) {
     struct span *s = span_lookup((uintptr_t)p); /* NULL for p == NULL: no arena at 0 */
     struct heap *h = tl_heap;
     if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        if (unlikely(small_free_local(h, s, p))) api_tick();
+        if (unlikely(small_free_local(h, s, p))) api_small_free_slow(s, p); /* a jump */
         return;
     }
     free_other(p);

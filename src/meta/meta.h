@@ -31,7 +31,7 @@ struct span {
     /* first line: everything free() and malloc()'s fast paths read */
     void *free;         /* slab: free objects (owner only) */
     uint32_t used;      /* slab: objects out of the owner's free list and bump area */
-    uint32_t slow_used; /* slab: a local free that brings used down to this takes the slow path */
+    int32_t slow_used;  /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
     uint32_t npages;
     uint64_t obj_inv;   /* slab: ceil(2^64 / obj_size) for the offset check */

@@ -18,7 +18,9 @@
  *    is not its bin's current slab is retired;
  *  - a full slab returns to the partial list only once 1/8 of it is free
  *    again (slow_used = capacity - capacity/8), so a bin does not walk from
- *    slab to slab one free object at a time; otherwise slow_used == 0;
+ *    slab to slab one free object at a time; a bin's current slab has
+ *    slow_used == -1 (it stays current when it empties: its local frees
+ *    never take the slow path); otherwise slow_used == 0;
  *  - a free object's second word holds its tag (address ^ slab_secret);
  *    malloc clears it, so free of an object whose word already holds it is a
  *    double free;
@@ -198,9 +200,9 @@ static inline bool small_is_freed(const void *p) {
  * (so p - start is below the slab's size).  Checks that p is an object
  * start below the bump pointer (the owner hands out nothing else) and not
  * already free, then pushes it on s->free.  The faults leave through a call
- * that is not noreturn, so free() needs no stack frame.  True when the
- * free took the slow path and retired a slab (the caller runs the
- * maintenance tick). */
+ * that is not noreturn, so free() needs no stack frame.  True: the slab
+ * must change lists (it emptied, or a full slab has room again); the
+ * caller then calls small_free_slow, whose true asks for the tick. */
 static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
@@ -213,13 +215,12 @@ static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
     w[1] = tag;
     s->free = p;
     h->frees[s->cls]++;
-    if (unlikely(--s->used <= s->slow_used)) return small_free_slow(s, p);
-    return false;
+    return unlikely((int32_t)--s->used <= s->slow_used);
 }
 
 /* p lies in a page of slab s: the owner frees it on s->free, any other
  * thread with slab_remote_free, which makes the checks against capacity.
- * True: the caller runs the maintenance tick (small_free_local). */
+ * True: as small_free_local's. */
 static inline bool small_free(struct span *s, void *p) {
     struct heap *h = tl_heap;
     if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) return small_free_local(h, s, p);

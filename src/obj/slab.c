@@ -183,7 +183,7 @@ static bool make_full(struct bin *b, struct span *s) {
         return false;
     s->flags |= SPAN_FULL;
     uint32_t k = s->capacity / 8;
-    s->slow_used = s->capacity - (k ? k : 1);
+    s->slow_used = (int32_t)(s->capacity - (k ? k : 1));
     span_list_push(&b->full, s);
     return true;
 }
@@ -369,6 +369,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         if (b->partial) {
             s = b->partial;
             span_list_remove(&b->partial, s);
+            s->slow_used = -1; /* current */
             b->cur = s;
             continue;
         }
@@ -388,6 +389,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             errno = ENOMEM;
             return NULL;
         }
+        s->slow_used = -1; /* current */
         b->cur = s;
     }
     struct span *s = b->cur;
@@ -461,7 +463,10 @@ static void heap_abandon(struct heap *h) {
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
-        if (b->cur != &span_empty) span_list_push(&list, b->cur);
+        if (b->cur != &span_empty) {
+            b->cur->slow_used = 0; /* no longer current */
+            span_list_push(&list, b->cur);
+        }
         b->cur = &span_empty;
         while (b->partial) {
             struct span *s = b->partial;
@@ -626,6 +631,7 @@ void heap_trim_current(void) {
         collect(s);
         if (s->used != 0) continue;
         b->cur = &span_empty;
+        s->slow_used = 0;
         retire(NULL, s);
     }
     empty_cache_drain(h);
@@ -692,7 +698,7 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
     }
     bad += on_full != !!(s->flags & SPAN_FULL);
     uint32_t k = s->capacity / 8;
-    bad += s->slow_used != (on_full ? s->capacity - (k ? k : 1) : 0);
+    bad += s->slow_used != (on_full ? (int32_t)(s->capacity - (k ? k : 1)) : s == h->bins[c].cur ? -1 : 0);
     return bad;
 }
 
