@@ -55,9 +55,8 @@ __attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
  * pointers are found by span_lookup; only the others (huge extents, NULL,
  * foreign pointers) read the pagemap. */
 enum kind { NOT_OURS, SMALL, LARGE, HUGE };
-static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
+static inline enum kind classify_span(void *p, struct span *s, struct span **sp, struct huge **hp) {
     uintptr_t a = (uintptr_t)p;
-    struct span *s = span_lookup(a);
     if (likely(s != NULL)) {
         *sp = s;
         if (likely(span_kind(s) == SPAN_SLAB)) return SMALL;
@@ -69,6 +68,9 @@ static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
         return HUGE;
     }
     return NOT_OURS;
+}
+static inline enum kind classify(void *p, struct span **sp, struct huge **hp) {
+    return classify_span(p, span_lookup((uintptr_t)p), sp, hp);
 }
 
 /* ---- pointers that are no live block ---- */
@@ -141,13 +143,13 @@ __attribute__((noinline)) static void api_small_free_slow(struct span *s, void *
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
  * Not inlined into free, and not marked noreturn, so that free calls it
  * with a jump and needs no stack frame of its own. */
-__attribute__((noinline)) static void free_other(void *p) {
+__attribute__((noinline)) static void free_other(void *p, struct span *looked_up) {
     if (!p) return;
     struct span *s = NULL;
     struct huge *h = NULL;
-    switch (classify(p, &s, &h)) {
-    case SMALL:
-        if (unlikely(small_free(s, p))) api_small_free_slow(s, p);
+    switch (classify_span(p, looked_up, &s, &h)) {
+    case SMALL: /* free() found that another heap (or none) owns the slab */
+        slab_remote_free(s, p);
         return;
     case LARGE: {
         uint64_t pages = s->npages; /* s belongs to the page heap once freed */
@@ -173,7 +175,7 @@ EXPORT void API(free)(void *p) {
         if (unlikely(small_free_local(h, s, p))) api_small_free_slow(s, p); /* a jump */
         return;
     }
-    free_other(p);
+    free_other(p, s);
 }
 
 EXPORT void *API(calloc)(size_t a, size_t b) {

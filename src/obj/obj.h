@@ -218,14 +218,4 @@ static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
     return unlikely((int32_t)--s->used <= s->slow_used);
 }
 
-/* p lies in a page of slab s: the owner frees it on s->free, any other
- * thread with slab_remote_free, which makes the checks against capacity.
- * True: as small_free_local's. */
-static inline bool small_free(struct span *s, void *p) {
-    struct heap *h = tl_heap;
-    if (likely(atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) return small_free_local(h, s, p);
-    slab_remote_free(s, p);
-    return false;
-}
-
 #endif
