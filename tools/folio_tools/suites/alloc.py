@@ -40,6 +40,23 @@ SUITE = Suite(
             "realloc", "32 buffers grown by realloc in 1/8 steps up to 1 MiB",
             TIME, "alloc_realloc", ["--ops", "400000"], ["--ops", "120000"], [OPS]),
         Workload(
+            "rptest", "2 threads x 100 rounds (new threads each), 16 B..16 KiB log-uniform, "
+            "25% of frees sent to the other thread in batches",
+            TIME, "alloc_rptest", ["--ops", "8000000", "--rounds", "100"],
+            ["--ops", "2000000", "--rounds", "25"], [OPS]),
+        Workload(
+            "server", "larson-like, 8..1000 B: each thread hands its 2000 objects to its successor "
+            "after 20,000 steps (800 generations)",
+            TIME, "alloc_server", ["--ops", "8000000"], ["--ops", "2000000"], [OPS]),
+        Workload(
+            "glibc-loop", "1 thread, glibc-bench-like: random replacement among 1024 blocks of "
+            "16 B..32 KiB (density 1/size)",
+            TIME, "alloc_glibc", ["--ops", "20000000"], ["--ops", "5000000"], [OPS]),
+        Workload(
+            "mstress", "2 threads x 50 iterations: retain, free and exchange (atomic transfer "
+            "array) 8 B..512 KiB objects",
+            TIME, "alloc_mstress", ["--steps", "20000000"], ["--steps", "5000000"], [OPS]),
+        Workload(
             "purge", "free 90% of a 512 MiB heap (128 MiB quick), RSS after 1.5 s",
             Metric("rss_after_delay_mib", "RSS after delay", "MiB", "lower"),
             "alloc_purge", ["--heap", "512M", "--delay", "1.5"],
