@@ -110,6 +110,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "pcp_decays", s.pcp.decays);
     kv(&b, "pcp_trylock_failed", s.pcp.trylock_failed);
     kv(&b, "pcp_held_pages", (uint64_t)s.pcp.count);
+    kv(&b, "pcp_free_high_batch", pageset_free_high_batch());
     kv(&b, "purges", s.zs.purges + s.hs.purges);
     kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
     kv(&b, "huge_mapped_bytes", s.hs.mapped);

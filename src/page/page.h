@@ -63,6 +63,7 @@ void pageset_stats(int i, struct pageset_stats *st);
 void pageset_totals(struct pageset_stats *sum); /* count: pages held, chunks included */
 void pageset_decay_tick(void);
 bool pageset_grown(void);
+bool pageset_free_high_batch(void); /* PCPF_FREE_HIGH_BATCH: a free_high drain waits for a batch */
 #ifdef FOLIO_TEST_HOOKS /* test builds only (build/libfolio-test.a, the unit tests) */
 /* tests: drive pageset i directly, and force the pressure signal (-1: measure) */
 struct span *pageset_alloc_on(int i, unsigned order);

@@ -227,18 +227,22 @@ static struct span *pop_tail(struct pageset *ps, unsigned o) {
     return s;
 }
 
-/* Drain at least `pages` base pages, oldest blocks first, round robin over
- * orders, one zone-lock hold per batch (free_pcppages_bulk). */
-static void drain(struct pageset *ps, long pages) {
+/* Drain at least `pages` base pages to the zone, oldest blocks first, one
+ * zone-lock hold per batch (free_pcppages_bulk): the list of order `first`
+ * (the one a free just went to) is emptied first, then the next orders in
+ * turn, each list emptied before the next is touched. */
+static void drain(struct pageset *ps, long pages, unsigned first) {
     ps->drains++;
-    unsigned o = 0;
+    unsigned o = first;
     while (pages > 0 && ps->count > 0) {
         struct span *list = NULL;
         long chunk = 0;
         while (chunk < ps->batch && chunk < pages && ps->count > 0) {
             struct span *s = pop_tail(ps, o);
-            o = (o + 1) % (PCP_MAX_ORDER + 1);
-            if (!s) continue;
+            if (!s) {
+                o = (o + 1) % (PCP_MAX_ORDER + 1);
+                continue;
+            }
             s->next = list;
             list = s;
             chunk += 1l << s->order;
@@ -297,12 +301,10 @@ static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
 /* nr_pcp_free: how many pages an overflowing free drains. */
 static long nr_free(struct pageset *ps, long high, bool free_high) {
     long batch = ps->batch;
-    if (free_high) {
-        /* with a large LLC share, keep one batch cache-hot for the next
-         * hand-off (PCPF_FREE_HIGH_BATCH) */
-        long n = ps->count - ((ps->flags & PCPF_FREE_HIGH_BATCH) ? batch : 0);
-        return n < (batch << PCP_BATCH_SCALE_MAX) ? n : batch << PCP_BATCH_SCALE_MAX;
-    }
+    /* free_high drains everything (up to 32 batches); PCPF_FREE_HIGH_BATCH
+     * only delayed the drain until a batch was held (after_free), so the
+     * zone lock is taken once per batch of hand-offs, not once per free */
+    if (free_high) return ps->count < (batch << PCP_BATCH_SCALE_MAX) ? ps->count : batch << PCP_BATCH_SCALE_MAX;
     if (high < batch) return 1;
     long n = ps->free_count, hi = high - batch;
     if (n > hi) n = hi;
@@ -327,7 +329,7 @@ static void decay(struct pageset *ps) {
         long h = a > b ? a : b;
         set_high(ps, h > ps->high_min ? h : ps->high_min);
     }
-    if (ps->count > ps->high) drain(ps, ps->count - ps->high);
+    if (ps->count > ps->high) drain(ps, ps->count - ps->high, 0);
 }
 
 /* Decay every pageset that is due and free to take (trylock). */
@@ -435,7 +437,7 @@ static void after_free(struct pageset *ps, unsigned o) {
     long high = nr_high(ps, free_high, below_high);
     if (ps->count < high) return;
     if (free_high) ps->free_high_drains++;
-    drain(ps, nr_free(ps, high, free_high));
+    drain(ps, nr_free(ps, high, free_high), o);
 }
 
 static void free_on(struct pageset *ps, struct span *s, unsigned o) {
@@ -467,7 +469,7 @@ static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
         push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);
         s->npages = (uint32_t)npages;
         /* tails pile up on a CPU that only allocates: keep count under high */
-        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch);
+        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch, 0);
     }
     return s;
 }
@@ -574,13 +576,17 @@ void pageset_decay_tick(void) {
     if (autotune() && nr_pagesets) decay_due(os_now_ms());
 }
 
+/* The cache-size flag (the same on every pageset): the report shows it, as
+ * the hand-off figures depend on it. */
+bool pageset_free_high_batch(void) { return nr_pagesets && (pagesets[0].flags & PCPF_FREE_HIGH_BATCH); }
+
 bool pageset_grown(void) { return atomic_load_explicit(&pcp_grown, memory_order_relaxed); }
 
 void pageset_drain_all(void) {
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset *ps = &pagesets[i];
         lock_acquire(&ps->lock);
-        drain(ps, ps->count);
+        drain(ps, ps->count, 0);
         while (ps->chunks) {
             struct span *s = ps->chunks;
             ps->chunks = s->next;
