@@ -60,6 +60,7 @@ struct pressure_stats {
 };
 void pressure_init(void);
 int pressure_state(void); /* re-measured at most every 100 ms */
+int pressure_peek(void);  /* the last state measured */
 void pressure_stats(struct pressure_stats *st);
 #ifdef FOLIO_TEST_HOOKS
 void pageset_force_pressure(int state); /* tests: -1 measure, else the PRESSURE_* bits */

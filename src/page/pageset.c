@@ -189,9 +189,10 @@ static struct span *pop_tail(struct pageset *ps, unsigned o) {
 }
 
 /* Drain at least `pages` base pages to the zone, oldest blocks first, one
- * zone-lock hold per batch (free_pcppages_bulk): the list of order `first`
- * (the one a free just went to) is emptied first, then the next orders in
- * turn, each list emptied before the next is touched. */
+ * zone-lock hold per batch (free_pcppages_bulk), one block from each list
+ * in turn starting with the list of order `first` (CHUNK_ORDER: the
+ * chunks).  The kernel empties each list before the next; taking one block
+ * per list keeps more small blocks cached for the slabs' refills. */
 static struct span *pop_chunk(struct pageset *ps) {
     struct span *s = ps->chunks;
     if (!s) return NULL;
@@ -208,14 +209,13 @@ static void drain(struct pageset *ps, long pages, unsigned first) {
         struct span *list = NULL;
         long chunk = 0;
         while (chunk < ps->batch && chunk < pages && ps->count > 0) {
-            struct span *s = o == CHUNK_SLOT ? pop_chunk(ps) : pop_tail(ps, o);
-            if (!s) {
-                o = (o + 1) % (CHUNK_SLOT + 1);
-                continue;
-            }
+            unsigned slot = o;
+            o = (o + 1) % (CHUNK_SLOT + 1);
+            struct span *s = slot == CHUNK_SLOT ? pop_chunk(ps) : pop_tail(ps, slot);
+            if (!s) continue;
             s->next = list;
             list = s;
-            if (o == CHUNK_SLOT) {
+            if (slot == CHUNK_SLOT) {
                 ps->chunks_drained++;
                 chunk += CHUNK_PAGES;
             } else {
@@ -419,7 +419,9 @@ static void after_free(struct pageset *ps, unsigned o) {
     long high = nr_high(ps, free_high, pressure_state());
     if (ps->count < high) return;
     if (free_high) ps->free_high_drains++;
-    drain(ps, nr_free(ps, high, free_high), o);
+    /* free_high and a chunk start with the list just freed into (the
+     * kernel's pindex); other overflows with order 0, as before */
+    drain(ps, nr_free(ps, high, free_high), free_high || o == CHUNK_ORDER ? o : 0);
 }
 
 static void free_on(struct pageset *ps, struct span *s, unsigned o) {
@@ -504,7 +506,7 @@ static struct span *pcp_alloc(size_t npages) {
     debug_check(ps);
     lock_release(&ps->lock);
     if (refilled && autotune()) decay_due(os_now_ms());
-    if (refilled && (pressure_state() & PRESSURE_RECLAIM)) reclaim_due();
+    if (refilled && (pressure_peek() & PRESSURE_RECLAIM)) reclaim_due();
     return s ? s : zone_alloc_pages(npages, 1);
 }
 
@@ -519,7 +521,7 @@ static void pcp_free(struct span *s) {
     debug_check(ps);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
-    if (pressure_state() & PRESSURE_RECLAIM) reclaim_due();
+    if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
 }
 
 /* ---- whole chunks ---- */
@@ -556,7 +558,7 @@ static void chunk_free(struct span *s) {
             after_free(ps, CHUNK_ORDER);
             debug_check(ps);
             lock_release(&ps->lock);
-            if (pressure_state() & PRESSURE_RECLAIM) reclaim_due();
+            if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
             return;
         }
         lock_release(&ps->lock);

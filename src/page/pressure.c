@@ -26,7 +26,7 @@
 #define LIMIT_INTERVAL_MS 1000u
 
 static char limit_file[256], usage_file[256]; /* the cgroup's files; "" none */
-static size_t cgroup_limit;                   /* bytes; 0: none ("max", unlimited) */
+static _Atomic size_t cgroup_limit;           /* bytes; 0: none ("max", unlimited) */
 static _Atomic uint64_t next_measure_ms, next_limit_ms;
 static _Atomic int state;
 static int forced = -1; /* tests: -1 measure, else the state */
@@ -104,11 +104,12 @@ static int measure(uint64_t now) {
         uint64_t due = atomic_load_explicit(&next_limit_ms, memory_order_relaxed);
         if (now >= due) {
             atomic_store_explicit(&next_limit_ms, now + LIMIT_INTERVAL_MS, memory_order_relaxed);
-            cgroup_limit = read_bytes(limit_file);
+            atomic_store_explicit(&cgroup_limit, read_bytes(limit_file), memory_order_relaxed);
             atomic_fetch_add_explicit(&limit_reads, 1, memory_order_relaxed);
         }
-        if (cgroup_limit) {
-            int c = level(read_bytes(usage_file), cgroup_limit);
+        size_t lim = atomic_load_explicit(&cgroup_limit, memory_order_relaxed);
+        if (lim) {
+            int c = level(read_bytes(usage_file), lim);
             if (c > lv) lv = c;
         }
     }
@@ -133,12 +134,18 @@ int pressure_state(void) {
     return atomic_load_explicit(&state, memory_order_relaxed);
 }
 
+/* The state as last measured (no clock read): after a pageset's lock is
+ * released, to decide whether the reclaim pass is due. */
+int pressure_peek(void) {
+    return forced >= 0 ? forced : atomic_load_explicit(&state, memory_order_relaxed);
+}
+
 void pressure_stats(struct pressure_stats *st) {
     st->state = forced >= 0 ? forced : atomic_load_explicit(&state, memory_order_relaxed);
     st->below_high_periods = atomic_load_explicit(&below_high_periods, memory_order_relaxed);
     st->reclaim_periods = atomic_load_explicit(&reclaim_periods, memory_order_relaxed);
     st->limit_reads = atomic_load_explicit(&limit_reads, memory_order_relaxed);
-    st->cgroup_limit = cgroup_limit;
+    st->cgroup_limit = atomic_load_explicit(&cgroup_limit, memory_order_relaxed);
 }
 
 #ifdef FOLIO_TEST_HOOKS
@@ -147,7 +154,7 @@ void pageset_force_pressure(int s) { forced = s; }
 void pressure_set_cgroup_files(const char *limit, const char *usage) {
     strcpy(limit_file, limit);
     strcpy(usage_file, usage);
-    cgroup_limit = 0;
+    atomic_store(&cgroup_limit, 0);
     atomic_store(&next_limit_ms, 0);
 }
 /* tests: the next pressure_state() measures, and re-reads the limit */
