@@ -43,6 +43,7 @@ struct snapshot {
     struct zone_stats zs;
     struct huge_stats hs;
     struct pageset_stats pcp;
+    struct pressure_stats pr;
     uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
     uint64_t large_pages, huge_live_bytes;
     uint64_t allocs, frees, live_bytes; /* every tier */
@@ -56,6 +57,7 @@ static void snap(struct snapshot *s) {
     zone_stats(&s->zs);
     huge_stats(&s->hs);
     pageset_totals(&s->pcp);
+    pressure_stats(&s->pr);
     s->large_allocs = s->hc.large_allocs;
     s->large_bytes = s->hc.large_bytes;
     s->large_frees = s->hc.large_frees;
@@ -110,6 +112,16 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "pcp_decays", s.pcp.decays);
     kv(&b, "pcp_trylock_failed", s.pcp.trylock_failed);
     kv(&b, "pcp_held_pages", (uint64_t)s.pcp.count);
+    kv(&b, "pcp_free_high_batch", pageset_free_high_batch());
+    kv(&b, "pcp_in_use", (uint64_t)s.pcp.in_use);
+    kv(&b, "pcp_held_chunks", (uint64_t)s.pcp.chunks);
+    kv(&b, "pcp_chunks_drained", s.pcp.chunks_drained);
+    kv(&b, "pcp_reclaim_caps", s.pcp.reclaim_caps);
+    kv(&b, "pressure_state", (uint64_t)s.pr.state);
+    kv(&b, "pressure_below_high_periods", s.pr.below_high_periods);
+    kv(&b, "pressure_reclaim_periods", s.pr.reclaim_periods);
+    kv(&b, "pressure_limit_reads", s.pr.limit_reads);
+    kv(&b, "pressure_cgroup_limit_bytes", s.pr.cgroup_limit);
     kv(&b, "purges", s.zs.purges + s.hs.purges);
     kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
     kv(&b, "huge_mapped_bytes", s.hs.mapped);
@@ -169,6 +181,12 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
         sb_u64(&b, p.decays);
         sb_put(&b, ", \"trylock_failed\": ");
         sb_u64(&b, p.trylock_failed);
+        sb_put(&b, ", \"reclaim_caps\": ");
+        sb_u64(&b, p.reclaim_caps);
+        sb_put(&b, ", \"chunks_drained\": ");
+        sb_u64(&b, p.chunks_drained);
+        sb_put(&b, ", \"in_use\": ");
+        sb_i64(&b, p.in_use);
         sb_put(&b, "}");
     }
     sb_put(&b, "],\n\"options\": {");

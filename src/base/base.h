@@ -157,12 +157,13 @@ static inline void lock_reset(lock_t *l) {
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \
     X(pcp_zone_min_mib, "FOLIO_PCP_ZONE_MIN_MIB", 64,                                          \
-      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / CPUs allowed") \
-    X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2, "whole 2 MiB chunks a per-CPU pageset may hold")     \
+      "smallest zone size (MiB) pagesets are sized from: high_max = max(heap, this) / 8 / pagesets in use") \
+    X(pcp_chunks, "FOLIO_PCP_CHUNKS", 2,                                                       \
+      "whole 2 MiB chunks a per-CPU pageset may hold (counted against its high, drained and decayed)")     \
     X(pcp_autotune, "FOLIO_PCP_AUTOTUNE", 1,                                                   \
       "1: pageset high auto-tuned between high_min and high_max (seed 003); 0: high fixed")    \
     X(memory_limit, "FOLIO_MEMORY_LIMIT", 0,                                                   \
-      "soft limit in bytes (K/M/G suffix): within 1/8 of it pagesets shrink toward high_min")  \
+      "soft limit in bytes (K/M/G suffix): past 7/8 pagesets shrink toward high_min; past 15/16 all are capped there")  \
     X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
       "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \

@@ -49,11 +49,33 @@ size_t zone_release_free(void); /* unmap whole free chunks and the reservation's
 void zone_lock_all(void);
 void zone_unlock_all(bool child);
 
+/* ---------------------------------------------------------------- pressure */
+/* The kernel's ZONE_BELOW_HIGH and ZONE_RECLAIM_ACTIVE, from
+ * FOLIO_MEMORY_LIMIT and the memory cgroup's limit (pressure.c). */
+enum { PRESSURE_BELOW_HIGH = 1, PRESSURE_RECLAIM = 2 };
+struct pressure_stats {
+    int state;
+    uint64_t below_high_periods, reclaim_periods, limit_reads;
+    size_t cgroup_limit; /* bytes, as last read; 0: none */
+};
+void pressure_init(void);
+int pressure_state(void); /* re-measured at most every 100 ms */
+int pressure_peek(void);  /* the last state measured */
+void pressure_stats(struct pressure_stats *st);
+#ifdef FOLIO_TEST_HOOKS
+void pageset_force_pressure(int state); /* tests: -1 measure, else the PRESSURE_* bits */
+void pressure_set_cgroup_files(const char *limit, const char *usage); /* tests: a fake cgroup */
+void pressure_measure_now(void); /* tests: the next pressure_state() measures and re-reads */
+#endif
+
 /* ---------------------------------------------------------------- pageset */
 struct pageset_stats {
     int cpu;
     long count, high, high_min, high_max, high_lowest, high_highest, batch, chunks;
     uint64_t refills, drains, free_high_drains, decays, trylock_failed;
+    uint64_t reclaim_caps;   /* drains by the reclaim-active cap */
+    uint64_t chunks_drained; /* whole chunks given back to the zone by drains and decay */
+    int in_use;              /* pagesets in use (high_max's split); totals only */
 };
 void pageset_init(void);
 struct span *page_alloc(size_t npages, size_t align_pages);
@@ -63,14 +85,17 @@ void pageset_stats(int i, struct pageset_stats *st);
 void pageset_totals(struct pageset_stats *sum); /* count: pages held, chunks included */
 void pageset_decay_tick(void);
 bool pageset_grown(void);
+bool pageset_free_high_batch(void); /* PCPF_FREE_HIGH_BATCH: a free_high drain waits for a batch */
 #ifdef FOLIO_TEST_HOOKS /* test builds only (build/libfolio-test.a, the unit tests) */
-/* tests: drive pageset i directly, and force the pressure signal (-1: measure) */
+/* tests: drive pageset i directly */
 struct span *pageset_alloc_on(int i, unsigned order);
 void pageset_free_on(int i, struct span *s, unsigned order);
 void pageset_decay_on(int i);
 void pageset_mark_used(int i); /* tests: count a use, so the next decay is not an idle one */
-void pageset_force_pressure(int on);
 void pageset_hold_decay(void); /* no automatic decay from now on */
+/* tests: size limits as if cpus pagesets were in use and the heap were
+ * heap_pages (0: measured) */
+void pageset_force_sizing(int cpus, long heap_pages);
 #endif
 void pageset_drain_all(void);
 void pageset_lock_all(void);

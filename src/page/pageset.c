@@ -7,8 +7,9 @@
  * zone instead of waiting.
  *
  * Invariants, under ps->lock:
- *  - count == sum over lists of 2^order (base pages; chunks are counted in
- *    nr_chunks, not count);
+ *  - count == sum over lists of 2^order + nr_chunks x 512 (base pages:
+ *    whole chunks count against high, drain and decay like the rest, as the
+ *    kernel's pageblock-order pages do);
  *  - high_min <= high <= high_max after every operation; in manual mode
  *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
  *  - a free that finds count >= high drains the oldest blocks to the zone,
@@ -23,18 +24,16 @@
  *    during refills (in the zone-lock hold the refill takes anyway).
  *
  * What the kernel's quantities mean here:
- *  - the zone size is the chunks the zone has put in use, at least
- *    FOLIO_PCP_ZONE_MIN_MIB and at most one arena (FOLIO_ARENA_MIB):
- *    high_max = zone pages / 8 / CPUs (the CPUs in the process's affinity
- *    mask at start, as the kernel splits among a zone's CPUs; 4 to 16 MiB
- *    per CPU on 2 CPUs), so
- *    caches scale with the heap; reached only by
- *    a workload that keeps missing, and decayed back to high_min within
- *    seconds once it stops;
+ *  - the zone size is the chunks the zone has put in use (no cap), at
+ *    least FOLIO_PCP_ZONE_MIN_MIB: high_max = zone pages / 8 / pagesets in
+ *    use (those that served an allocation or a free since their last idle
+ *    decay: the CPUs this process runs on, as the kernel splits among the
+ *    CPUs of a zone's node), so caches scale with the heap and with the
+ *    CPUs actually used; reached only by a workload that keeps missing, and
+ *    decayed back to high_min within seconds once it stops;
  *  - the low watermark share (high_min) is 4 x batch, the fixed high;
- *  - memory pressure (ZONE_BELOW_HIGH) is a cgroup v2 memory.max being
- *    approached (within 1/8), or folio's resident estimate above 7/8 of
- *    FOLIO_MEMORY_LIMIT; checked on the refill path at most every 100 ms;
+ *  - ZONE_BELOW_HIGH and ZONE_RECLAIM_ACTIVE come from pressure.c, read on
+ *    refills and frees;
  *  - the decay (vmstat worker) runs from refills on any CPU once a second,
  *    for every pageset it can trylock, and from the background purger. */
 #include <stdlib.h>
@@ -50,7 +49,10 @@
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define PCPF_FREE_HIGH_BATCH 0x2u
 #define DECAY_INTERVAL_MS 1000u
-#define PRESSURE_INTERVAL_MS 100u
+#define RECLAIM_PASS_MS 100u
+/* the drain rotation's slot after the orders: the whole chunks */
+#define CHUNK_SLOT (PCP_MAX_ORDER + 1)
+#define CHUNK_ORDER 9
 #define SPARE_DESCS 16
 
 struct pageset {
@@ -62,24 +64,23 @@ struct pageset {
     struct span *head[PCP_MAX_ORDER + 1], *tail[PCP_MAX_ORDER + 1];
     struct span *chunks;
     long nr_chunks;
+    bool in_use; /* counted in nr_in_use */
     struct span *spare; /* descriptors for carving */
     long nr_spare;
     long high_lowest, high_highest;
     uint64_t last_decay_ms;
     uint64_t uses, uses_at_decay; /* allocations and frees served; their count at the last decay */
-    uint64_t refills, drains, free_high_drains, decays;
+    uint64_t refills, drains, free_high_drains, decays, reclaim_caps, chunks_drained;
     _Atomic uint64_t trylock_failed;
 } __attribute__((aligned(CACHELINE)));
 
 static struct pageset *pagesets;
 static int nr_pagesets;
-static int nr_split; /* CPUs high_max is shared among: those this process may run on */
-static _Atomic uint64_t next_decay_ms, next_pressure_ms;
-static _Atomic int pressure;       /* ZONE_BELOW_HIGH */
-static int pressure_forced = -1;   /* tests: -1 measure, 0/1 forced */
+static _Atomic int nr_in_use; /* pagesets high_max is shared among */
+static int forced_cpus;        /* tests: > 0 replaces nr_in_use */
+static long forced_heap;       /* tests: > 0 replaces the zone's pages */
+static _Atomic uint64_t next_decay_ms, next_reclaim_ms;
 static _Atomic int pcp_grown; /* some pageset's high went above high_min */
-static char cgroup_dir[256];
-static size_t cgroup_max;
 
 /* ---- static sizing ---- */
 
@@ -93,6 +94,16 @@ static void set_high(struct pageset *ps, long high) {
 
 static bool autotune(void) { return opt.pcp_autotune && opt.pcp_high <= 0; }
 
+/* A pageset that serves an allocation or a free is in use until a decay
+ * finds it idle (ps->lock held). */
+static void note_use(struct pageset *ps) {
+    ps->uses++;
+    if (!ps->in_use) {
+        ps->in_use = true;
+        atomic_fetch_add_explicit(&nr_in_use, 1, memory_order_relaxed);
+    }
+}
+
 /* The zone size the limits derive from: the heap in use, but never less
  * than FOLIO_PCP_ZONE_MIN_MIB.  The kernel's zone includes free RAM, so its
  * 1/8 is room to spare; a young process's heap is small, and 1/8 of it
@@ -100,7 +111,7 @@ static bool autotune(void) { return opt.pcp_autotune && opt.pcp_high <= 0; }
  * pool: a floor of 0, 32 and 64 MiB took 75%, 5% and 1% of fixed high's
  * pages from the zone). */
 static long zone_size_pages(void) {
-    long heap = (long)zone_managed_pages();
+    long heap = forced_heap > 0 ? forced_heap : (long)zone_managed_pages();
     long floor_pages = (long)(((size_t)opt.pcp_zone_min_mib << 20) >> PAGE_SHIFT);
     return heap > floor_pages ? heap : floor_pages;
 }
@@ -112,33 +123,12 @@ static void size_limits(struct pageset *ps, long zone_pages) {
         ps->high_min = ps->high_max = opt.pcp_high > 0 ? opt.pcp_high : 4 * batch;
     } else {
         ps->high_min = 4 * batch;
-        long share = zone_pages / 8 / nr_split;
+        int split = forced_cpus > 0 ? forced_cpus : atomic_load_explicit(&nr_in_use, memory_order_relaxed);
+        long share = zone_pages / 8 / (split > 0 ? split : 1);
         ps->high_max = share > ps->high_min ? share : ps->high_min;
     }
     long h = ps->high < ps->high_min ? ps->high_min : ps->high > ps->high_max ? ps->high_max : ps->high;
     set_high(ps, h);
-}
-
-static void cgroup_init(void) {
-    char buf[512];
-    if (!os_read_file("/proc/self/cgroup", buf, sizeof buf)) return;
-    char *p = strstr(buf, "0::");
-    if (!p) return;
-    p += 3;
-    char *nl = strchr(p, '\n');
-    if (nl) *nl = 0;
-    size_t n = strlen("/sys/fs/cgroup") + strlen(p) + 1;
-    if (n >= sizeof cgroup_dir - 16) return;
-    strcpy(cgroup_dir, "/sys/fs/cgroup");
-    strcat(cgroup_dir, p);
-    char path[300];
-    strcpy(path, cgroup_dir);
-    strcat(path, "/memory.max");
-    if (!os_read_file(path, buf, sizeof buf) || buf[0] < '0' || buf[0] > '9') {
-        cgroup_dir[0] = 0; /* "max" or no memory controller: no limit */
-        return;
-    }
-    cgroup_max = (size_t)strtoull(buf, NULL, 10);
 }
 
 void pageset_init(void) {
@@ -147,8 +137,6 @@ void pageset_init(void) {
     pagesets = meta_alloc(sizeof(struct pageset) * (size_t)n);
     if (!pagesets) return;
     nr_pagesets = n;
-    nr_split = os_cpu_allowance();
-    if (nr_split > n) nr_split = n;
     long batch = opt.pcp_batch;
     size_t llc = os_llc_bytes();
     bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
@@ -161,34 +149,7 @@ void pageset_init(void) {
         size_limits(ps, 0);
         ps->high_lowest = ps->high_highest = ps->high;
     }
-    if (autotune()) cgroup_init();
-}
-
-/* ---- memory pressure (ZONE_BELOW_HIGH) ---- */
-
-static bool measure_pressure(void) {
-    if (opt.memory_limit > 0 &&
-        zone_resident_estimate() > (size_t)opt.memory_limit - (size_t)opt.memory_limit / 8)
-        return true;
-    if (cgroup_dir[0]) {
-        char path[300], buf[64];
-        strcpy(path, cgroup_dir);
-        strcat(path, "/memory.current");
-        if (os_read_file(path, buf, sizeof buf)) {
-            size_t cur = (size_t)strtoull(buf, NULL, 10);
-            if (cur > cgroup_max - cgroup_max / 8) return true;
-        }
-    }
-    return false;
-}
-
-static bool under_pressure(uint64_t now) {
-    if (pressure_forced >= 0) return pressure_forced;
-    if (opt.memory_limit <= 0 && !cgroup_dir[0]) return false;
-    uint64_t due = atomic_load_explicit(&next_pressure_ms, memory_order_relaxed);
-    if (now >= due && atomic_compare_exchange_strong(&next_pressure_ms, &due, now + PRESSURE_INTERVAL_MS))
-        atomic_store_explicit(&pressure, measure_pressure(), memory_order_relaxed);
-    return atomic_load_explicit(&pressure, memory_order_relaxed);
+    pressure_init();
 }
 
 /* ---- lists ---- */
@@ -227,21 +188,39 @@ static struct span *pop_tail(struct pageset *ps, unsigned o) {
     return s;
 }
 
-/* Drain at least `pages` base pages, oldest blocks first, round robin over
- * orders, one zone-lock hold per batch (free_pcppages_bulk). */
-static void drain(struct pageset *ps, long pages) {
+/* Drain at least `pages` base pages to the zone, oldest blocks first, one
+ * zone-lock hold per batch (free_pcppages_bulk), one block from each list
+ * in turn starting with the list of order `first` (CHUNK_ORDER: the
+ * chunks).  The kernel empties each list before the next; taking one block
+ * per list keeps more small blocks cached for the slabs' refills. */
+static struct span *pop_chunk(struct pageset *ps) {
+    struct span *s = ps->chunks;
+    if (!s) return NULL;
+    ps->chunks = s->next;
+    ps->nr_chunks--;
+    ps->count -= CHUNK_PAGES;
+    return s;
+}
+
+static void drain(struct pageset *ps, long pages, unsigned first) {
     ps->drains++;
-    unsigned o = 0;
+    unsigned o = first > PCP_MAX_ORDER ? CHUNK_SLOT : first;
     while (pages > 0 && ps->count > 0) {
         struct span *list = NULL;
         long chunk = 0;
         while (chunk < ps->batch && chunk < pages && ps->count > 0) {
-            struct span *s = pop_tail(ps, o);
-            o = (o + 1) % (PCP_MAX_ORDER + 1);
+            unsigned slot = o;
+            o = (o + 1) % (CHUNK_SLOT + 1);
+            struct span *s = slot == CHUNK_SLOT ? pop_chunk(ps) : pop_tail(ps, slot);
             if (!s) continue;
             s->next = list;
             list = s;
-            chunk += 1l << s->order;
+            if (slot == CHUNK_SLOT) {
+                ps->chunks_drained++;
+                chunk += CHUNK_PAGES;
+            } else {
+                chunk += 1l << s->order;
+            }
         }
         pages -= chunk;
         zone_free_bulk(list);
@@ -273,7 +252,7 @@ static long nr_alloc(struct pageset *ps, unsigned o, bool below_high) {
 }
 
 /* nr_pcp_high: the level at which a free drains; adjusts high. */
-static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
+static long nr_high(struct pageset *ps, bool free_high, int pressure) {
     long high = ps->high, batch = ps->batch;
     if (high == 0) return 0;
     if (free_high) {
@@ -281,9 +260,15 @@ static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
         set_high(ps, h > ps->high_min ? h : ps->high_min);
         return 0;
     }
+    long fc = ps->free_count > batch ? ps->free_count : batch;
+    /* reclaim active: shrink, and cap at 4 batches even a fixed high */
+    if (pressure & PRESSURE_RECLAIM) {
+        set_high(ps, high - fc > ps->high_min ? high - fc : ps->high_min);
+        if (ps->count >= (4 * batch < ps->high ? 4 * batch : ps->high)) ps->reclaim_caps++;
+        return 4 * batch < ps->high ? 4 * batch : ps->high;
+    }
     if (ps->high_min == ps->high_max) return high;
-    if (below_high) {
-        long fc = ps->free_count > batch ? ps->free_count : batch;
+    if (pressure & PRESSURE_BELOW_HIGH) {
         set_high(ps, high - fc > ps->high_min ? high - fc : ps->high_min);
         return ps->count > ps->high_min ? ps->count : ps->high_min;
     }
@@ -297,12 +282,10 @@ static long nr_high(struct pageset *ps, bool free_high, bool below_high) {
 /* nr_pcp_free: how many pages an overflowing free drains. */
 static long nr_free(struct pageset *ps, long high, bool free_high) {
     long batch = ps->batch;
-    if (free_high) {
-        /* with a large LLC share, keep one batch cache-hot for the next
-         * hand-off (PCPF_FREE_HIGH_BATCH) */
-        long n = ps->count - ((ps->flags & PCPF_FREE_HIGH_BATCH) ? batch : 0);
-        return n < (batch << PCP_BATCH_SCALE_MAX) ? n : batch << PCP_BATCH_SCALE_MAX;
-    }
+    /* free_high drains everything (up to 32 batches); PCPF_FREE_HIGH_BATCH
+     * only delayed the drain until a batch was held (after_free), so the
+     * zone lock is taken once per batch of hand-offs, not once per free */
+    if (free_high) return ps->count < (batch << PCP_BATCH_SCALE_MAX) ? ps->count : batch << PCP_BATCH_SCALE_MAX;
     if (high < batch) return 1;
     long n = ps->free_count, hi = high - batch;
     if (n > hi) n = hi;
@@ -320,6 +303,10 @@ static void decay(struct pageset *ps) {
     ps->decays++;
     bool idle = ps->uses == ps->uses_at_decay;
     ps->uses_at_decay = ps->uses;
+    if (idle && ps->in_use) { /* no longer one of the CPUs high_max is split among */
+        ps->in_use = false;
+        atomic_fetch_sub_explicit(&nr_in_use, 1, memory_order_relaxed);
+    }
     if (idle && ps->high > ps->high_min) {
         set_high(ps, ps->high_min);
     } else if (ps->high > ps->high_min) {
@@ -327,7 +314,7 @@ static void decay(struct pageset *ps) {
         long h = a > b ? a : b;
         set_high(ps, h > ps->high_min ? h : ps->high_min);
     }
-    if (ps->count > ps->high) drain(ps, ps->count - ps->high);
+    if (ps->count > ps->high) drain(ps, ps->count - ps->high, 0);
 }
 
 /* Decay every pageset that is due and free to take (trylock). */
@@ -347,12 +334,11 @@ static void decay_due(uint64_t now) {
 }
 
 static struct span *alloc_on(struct pageset *ps, unsigned o) {
-    ps->uses++;
+    note_use(ps);
     ps->free_count >>= 1;
     struct span *s = pop_head(ps, o);
     if (!s) {
-        uint64_t now = os_now_ms();
-        bool below_high = under_pressure(now);
+        bool below_high = pressure_state() != 0;
         size_limits(ps, zone_size_pages());
         struct span *list;
         long descs = 0;
@@ -418,7 +404,7 @@ static long pieces(uint32_t idx, uint32_t n) {
 /* The free side of the tuning rules, after blocks of up to order o went on
  * the lists (free_frozen_page_commit). */
 static void after_free(struct pageset *ps, unsigned o) {
-    ps->uses++;
+    note_use(ps);
     ps->alloc_factor >>= 1;
     bool free_high = false;
     if (o >= 1 && o <= PCP_COSTLY_ORDER) {
@@ -430,12 +416,12 @@ static void after_free(struct pageset *ps, unsigned o) {
         ps->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
     }
     if (ps->free_count < (ps->batch << PCP_BATCH_SCALE_MAX)) ps->free_count += 1l << o;
-    bool below_high = pressure_forced >= 0 ? pressure_forced
-                                           : atomic_load_explicit(&pressure, memory_order_relaxed);
-    long high = nr_high(ps, free_high, below_high);
+    long high = nr_high(ps, free_high, pressure_state());
     if (ps->count < high) return;
     if (free_high) ps->free_high_drains++;
-    drain(ps, nr_free(ps, high, free_high));
+    /* free_high and a chunk start with the list just freed into (the
+     * kernel's pindex); other overflows with order 0, as before */
+    drain(ps, nr_free(ps, high, free_high), free_high || o == CHUNK_ORDER ? o : 0);
 }
 
 static void free_on(struct pageset *ps, struct span *s, unsigned o) {
@@ -467,7 +453,7 @@ static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
         push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);
         s->npages = (uint32_t)npages;
         /* tails pile up on a CPU that only allocates: keep count under high */
-        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch);
+        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch, 0);
     }
     return s;
 }
@@ -488,6 +474,26 @@ static void debug_check(struct pageset *ps) {
 static inline void debug_check(struct pageset *ps) { (void)ps; }
 #endif
 
+/* Reclaim active: every pageset it can take (trylock) is capped at once, at
+ * most every 100 ms, not only the next one to free: the kernel's cap
+ * reaches each CPU at its next free, and a CPU of this process may not
+ * free again for a long time. */
+static void reclaim_due(void) {
+    uint64_t now = os_now_ms(), due = atomic_load_explicit(&next_reclaim_ms, memory_order_relaxed);
+    if (now < due || !atomic_compare_exchange_strong(&next_reclaim_ms, &due, now + RECLAIM_PASS_MS)) return;
+    for (int i = 0; i < nr_pagesets; i++) {
+        struct pageset *ps = &pagesets[i];
+        if (!lock_try(&ps->lock)) continue;
+        set_high(ps, ps->high_min);
+        long cap = 4 * ps->batch < ps->high ? 4 * ps->batch : ps->high;
+        if (ps->count > cap) {
+            ps->reclaim_caps++;
+            drain(ps, ps->count - cap, 0);
+        }
+        lock_release(&ps->lock);
+    }
+}
+
 static struct span *pcp_alloc(size_t npages) {
     struct pageset *ps = this_pageset();
     if (!ps || !lock_try(&ps->lock)) {
@@ -500,6 +506,7 @@ static struct span *pcp_alloc(size_t npages) {
     debug_check(ps);
     lock_release(&ps->lock);
     if (refilled && autotune()) decay_due(os_now_ms());
+    if (refilled && (pressure_peek() & PRESSURE_RECLAIM)) reclaim_due();
     return s ? s : zone_alloc_pages(npages, 1);
 }
 
@@ -514,19 +521,22 @@ static void pcp_free(struct span *s) {
     debug_check(ps);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
+    if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
 }
 
 /* ---- whole chunks ---- */
 
+/* Whole chunks are the pagesets' largest list (the kernel's pageblock
+ * order): counted in count, drained and decayed with the rest, at most
+ * FOLIO_PCP_CHUNKS of them.  An empty list is not refilled in bulk: one
+ * chunk comes from the zone. */
 static struct span *chunk_alloc(void) {
     struct pageset *ps = this_pageset();
     struct span *s = NULL;
     if (ps && lock_try(&ps->lock)) {
-        s = ps->chunks;
-        if (s) {
-            ps->chunks = s->next;
-            ps->nr_chunks--;
-        }
+        note_use(ps);
+        ps->free_count >>= 1;
+        s = pop_chunk(ps);
         lock_release(&ps->lock);
     }
     if (s) {
@@ -544,7 +554,11 @@ static void chunk_free(struct span *s) {
             s->next = ps->chunks;
             ps->chunks = s;
             ps->nr_chunks++;
+            ps->count += CHUNK_PAGES;
+            after_free(ps, CHUNK_ORDER);
+            debug_check(ps);
             lock_release(&ps->lock);
+            if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
             return;
         }
         lock_release(&ps->lock);
@@ -574,19 +588,17 @@ void pageset_decay_tick(void) {
     if (autotune() && nr_pagesets) decay_due(os_now_ms());
 }
 
+/* The cache-size flag (the same on every pageset): the report shows it, as
+ * the hand-off figures depend on it. */
+bool pageset_free_high_batch(void) { return nr_pagesets && (pagesets[0].flags & PCPF_FREE_HIGH_BATCH); }
+
 bool pageset_grown(void) { return atomic_load_explicit(&pcp_grown, memory_order_relaxed); }
 
 void pageset_drain_all(void) {
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset *ps = &pagesets[i];
         lock_acquire(&ps->lock);
-        drain(ps, ps->count);
-        while (ps->chunks) {
-            struct span *s = ps->chunks;
-            ps->chunks = s->next;
-            ps->nr_chunks--;
-            zone_free_span(s);
-        }
+        drain(ps, ps->count, 0);
         lock_release(&ps->lock);
     }
 }
@@ -619,10 +631,13 @@ void pageset_decay_on(int i) {
 void pageset_mark_used(int i) {
     struct pageset *ps = &pagesets[i];
     lock_acquire(&ps->lock);
-    ps->uses++;
+    note_use(ps);
     lock_release(&ps->lock);
 }
-void pageset_force_pressure(int on) { pressure_forced = on; }
+void pageset_force_sizing(int cpus, long heap_pages) {
+    forced_cpus = cpus;
+    forced_heap = heap_pages;
+}
 void pageset_hold_decay(void) { atomic_store(&next_decay_ms, UINT64_MAX); }
 #endif
 
@@ -646,6 +661,9 @@ void pageset_stats(int i, struct pageset_stats *st) {
     st->drains = ps->drains;
     st->free_high_drains = ps->free_high_drains;
     st->decays = ps->decays;
+    st->reclaim_caps = ps->reclaim_caps;
+    st->chunks_drained = ps->chunks_drained;
+    st->in_use = ps->in_use;
     st->trylock_failed = atomic_load_explicit(&ps->trylock_failed, memory_order_relaxed);
     lock_release(&ps->lock);
 }
@@ -655,13 +673,17 @@ void pageset_totals(struct pageset_stats *sum) {
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset_stats st;
         pageset_stats(i, &st);
-        sum->count += st.count + st.chunks * (long)CHUNK_PAGES;
+        sum->count += st.count; /* chunks included */
+        sum->chunks += st.chunks;
+        sum->reclaim_caps += st.reclaim_caps;
+        sum->chunks_drained += st.chunks_drained;
         sum->refills += st.refills;
         sum->drains += st.drains;
         sum->free_high_drains += st.free_high_drains;
         sum->decays += st.decays;
         sum->trylock_failed += st.trylock_failed;
     }
+    sum->in_use = atomic_load_explicit(&nr_in_use, memory_order_relaxed);
 }
 
 void pageset_lock_all(void) {
@@ -703,7 +725,6 @@ static size_t check_one(struct pageset *ps) {
         }
         bad += ps->tail[o] != prev;
     }
-    bad += pages != ps->count;
     bad += !(ps->high_min <= ps->high && ps->high <= ps->high_max);
     bad += !autotune() && ps->high_min != ps->high_max;
     long chunks = 0;
@@ -712,6 +733,7 @@ static size_t check_one(struct pageset *ps) {
         bad += span_kind(s) != SPAN_PCP_FREE || s->npages != CHUNK_PAGES || s->page_idx != 0;
     }
     bad += chunks != ps->nr_chunks;
+    bad += pages + chunks * (long)CHUNK_PAGES != ps->count;
     long spare = 0;
     for (struct span *s = ps->spare; s; s = s->next)
         if (++spare > ps->nr_spare) break;

@@ -471,14 +471,12 @@ void zone_free_bulk(struct span *list) {
 
 /* The kernel sizes pagesets from the zone's managed pages.  folio's zone
  * is the chunks it has put in use so far, so the caches scale with the
- * heap (a small program keeps small caches), capped at one arena
- * (FOLIO_ARENA_MIB).  The growth this could feed (caches pin chunks, the
- * zone adds chunks, the caches grow) is bounded by 1/8 per CPU and damped
- * by the grouping of chunks by size. */
+ * heap (a small program keeps small caches), with no cap: the pagesets
+ * together hold at most 1/8 of it (high_max is 1/8 split among the
+ * pagesets in use), so the growth this could feed (caches pin chunks, the
+ * zone adds chunks, the caches grow) converges, at most 8/7 of the heap. */
 size_t zone_managed_pages(void) {
-    size_t pages = (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
-    size_t arena = ((size_t)opt.arena_mib << 20) >> PAGE_SHIFT;
-    return pages < arena ? pages : arena;
+    return (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
 }
 
 /* Resident memory folio holds, estimated without a syscall: the zone's

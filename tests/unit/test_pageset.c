@@ -3,8 +3,13 @@
  * misses, growth to hold a free burst, free_high drains of orders 1..3 (and
  * none for orders 4..6),
  * decay by 1/8 toward high_min (at once when idle), shrinking under memory pressure, and the
- * manual mode (fixed high) in which none of that happens; then the
- * counters in the JSON report. */
+ * manual mode (fixed high) in which none of that happens; the
+ * reclaim-active cap (fixed and tuned); whole chunks counted in count and
+ * decayed; high_max for forced CPU counts and heaps (2..256 CPUs, 16 MiB
+ * and 1 GiB), and for a zone larger than one arena; then the counters in
+ * the JSON report. */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,7 @@ int main(void) {
     opt.purge_thread = 0;
     pageset_hold_decay();
     pageset_force_pressure(0);
+    pageset_force_sizing(2, 0); /* high_max split as on 2 CPUs, whatever this machine has */
     EXPECT(opt.pcp_autotune == 1 && opt.pcp_high == 0, "run without FOLIO_PCP_* overrides");
 
     /* give the zone a size: 64 chunks, so high_max = 64*512/8/cpus */
@@ -54,9 +60,8 @@ int main(void) {
     EXPECT(a.high_max > a.high_min, "no tuning range: [%ld, %ld]", a.high_min, a.high_max);
     size_t zone_pages = zone_managed_pages(), floor_pages = ((size_t)opt.pcp_zone_min_mib << 20) >> PAGE_SHIFT;
     if (zone_pages < floor_pages) zone_pages = floor_pages;
-    int split = os_cpu_allowance() < pageset_count() ? os_cpu_allowance() : pageset_count();
-    EXPECT(a.high_max == (long)(zone_pages / 8 / (size_t)split) || a.high_max == a.high_min,
-           "high_max %ld is not max(zone, FOLIO_PCP_ZONE_MIN_MIB)/8/allowed cpus", a.high_max);
+    EXPECT(a.high_max == (long)(zone_pages / 8 / 2), "high_max %ld is not max(zone, FOLIO_PCP_ZONE_MIN_MIB)/8/2",
+           a.high_max);
     long prev = a.high;
     uint64_t refills = a.refills;
     int grew = 0;
@@ -164,11 +169,135 @@ int main(void) {
     EXPECT(st().high == 3 * batch, "decay changed a manual high");
     opt.pcp_high = 0;
 
+    /* 6b. reclaim active caps a fixed high at 4 x batch (the kernel's
+     * ZONE_RECLAIM_ACTIVE), and a tuned one at high_min */
+    opt.pcp_high = 10 * batch;
+    EXPECT(take(1, 0) == 0, "alloc");
+    give_back(0);
+    EXPECT(take((int)(9 * batch), 0) == 0, "alloc");
+    give_back(0);
+    EXPECT(st().count > 4 * batch, "fixed high 10 x batch kept only %ld pages", st().count);
+    pageset_force_pressure(PRESSURE_BELOW_HIGH | PRESSURE_RECLAIM);
+    uint64_t caps = st().reclaim_caps;
+    EXPECT(take((int)(9 * batch), 0) == 0, "alloc");
+    give_back(0);
+    struct pageset_stats r = st();
+    EXPECT(r.count <= 4 * batch, "reclaim active: fixed pageset kept %ld pages (cap %ld)", r.count, 4 * batch);
+    EXPECT(r.reclaim_caps > caps, "reclaim cap not counted");
+    opt.pcp_high = 0;
+    pageset_force_pressure(0);
+    EXPECT(take((int)(8 * st().high_min), 0) == 0, "alloc");
+    give_back(0);
+    EXPECT(st().high > st().high_min, "no growth before reclaim");
+    pageset_force_pressure(PRESSURE_BELOW_HIGH | PRESSURE_RECLAIM);
+    /* the kernel's rule: each free lowers high by max(free_count, batch)
+     * and drains to the cap; a few hundred frees reach high_min */
+    long h0 = st().high;
+    EXPECT(take(40, 0) == 0, "alloc");
+    give_back(0);
+    EXPECT(st().high <= h0 - 40 * batch, "40 frees under reclaim: high %ld from %ld", st().high, h0);
+    EXPECT(take(1000, 0) == 0, "alloc");
+    give_back(0);
+    r = st();
+    EXPECT(r.high == r.high_min && r.count <= r.high_min, "reclaim active: tuned high %ld count %ld (high_min %ld)",
+           r.high, r.count, r.high_min);
+    pageset_force_pressure(0);
+
+    /* 6c. whole chunks count against high and decay like the rest: freed
+     * on this CPU's pageset (the test runs on pageset 0's CPU) */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0 && os_cpu() == 0 && opt.pcp_chunks >= 1) {
+        EXPECT(take((int)(20 * batch), 0) == 0, "alloc");
+        give_back(0); /* a burst: high grows */
+        EXPECT(take((int)(st().count - 2 * batch), 0) == 0, "alloc"); /* count falls, high stays */
+        EXPECT(st().count + (long)CHUNK_PAGES < st().high, "count %ld high %ld: no room for a chunk", st().count,
+               st().high);
+        struct span *ch[2];
+        for (int i = 0; i < 2; i++) EXPECT(ch[i] = page_alloc(CHUNK_PAGES, 1), "chunk");
+        struct pageset_stats c0 = st();
+        page_free(ch[0]);
+        struct pageset_stats c1 = st();
+        EXPECT(c1.chunks == 1 && c1.count == c0.count + (long)CHUNK_PAGES,
+               "a chunk freed below high: %ld kept, count %ld -> %ld (high %ld)", c1.chunks, c0.count, c1.count,
+               c1.high);
+        give_back(0);
+        for (int t = 0; t < 40 && (st().chunks || st().high > st().high_min); t++) pageset_decay_on(0);
+        struct pageset_stats c2 = st();
+        EXPECT(c2.chunks == 0 && c2.chunks_drained == c1.chunks_drained + 1,
+               "decay kept %ld chunks (drained %llu)", c2.chunks, (unsigned long long)c2.chunks_drained);
+        EXPECT(c2.high == c2.high_min && c2.count <= c2.high, "decay left high %ld count %ld", c2.high, c2.count);
+        /* at high_min a freed chunk overflows high: the drain starts with the
+         * list just freed into */
+        page_free(ch[1]);
+        struct pageset_stats c3 = st();
+        EXPECT(c3.chunks == 0 && c3.chunks_drained == c2.chunks_drained + 1 && c3.count <= c3.high,
+               "a chunk freed at high_min: %ld kept, count %ld, high %ld", c3.chunks, c3.count, c3.high);
+    } else {
+        puts("SKIP chunk decay: cannot run on pageset 0's CPU");
+    }
+
+    /* 6d. a pageset idle for a whole decay interval leaves the pagesets in
+     * use (high_max's split); one that serves again is back in */
+    pageset_mark_used(0);
+    EXPECT(st().in_use == 1, "pageset 0 not in use after use");
+    pageset_decay_on(0);
+    pageset_decay_on(0);
+    EXPECT(st().in_use == 0, "pageset 0 still in use after an idle decay");
+    pageset_mark_used(0);
+    EXPECT(st().in_use == 1, "pageset 0 not back in use");
+
+    /* 8. high_max by CPU count and heap: zone pages / 8 / pagesets in use
+     * (at least high_min), the zone at least FOLIO_PCP_ZONE_MIN_MIB */
+    const int cpus[] = {2, 16, 64, 256};
+    const long heaps_mib[] = {16, 1024};
+    long floor_p = (long)(((size_t)opt.pcp_zone_min_mib << 20) >> PAGE_SHIFT);
+    for (int h = 0; h < 2; h++) {
+        for (int k = 0; k < 4; k++) {
+            long heap = (heaps_mib[h] << 20) >> PAGE_SHIFT;
+            pageset_force_sizing(cpus[k], heap);
+            EXPECT(take((int)(2 * st().high + 4 * batch), 0) == 0, "alloc"); /* at least one refill */
+            give_back(0);
+            struct pageset_stats m = st();
+            long zone = heap > floor_p ? heap : floor_p, want = zone / 8 / cpus[k];
+            if (want < m.high_min) want = m.high_min;
+            printf("high_max: %3d CPUs, heap %4ld MiB: %6ld pages (%.2f MiB), high_min %ld\n", cpus[k],
+                   heaps_mib[h], m.high_max, m.high_max * 4096.0 / (1 << 20), m.high_min);
+            EXPECT_ALL(m.high_max == want, "%d CPUs, %ld MiB: high_max %ld, expected %ld", cpus[k],
+                       heaps_mib[h], m.high_max, want);
+            if (heaps_mib[h] == 1024)
+                EXPECT_ALL(m.high_max > m.high_min, "%d CPUs, 1 GiB: no tuning range", cpus[k]);
+            if (cpus[k] <= 16) /* the range a 2-CPU machine had, up to 16 CPUs on 1 GiB */
+                EXPECT_ALL(heaps_mib[h] == 16 || m.high_max >= 8 * m.high_min, "%d CPUs, 1 GiB: high_max %ld",
+                           cpus[k], m.high_max);
+        }
+    }
+    if (unit_failures) return 1;
+
+    /* 8b. the measured zone is not capped at one arena: chunks past
+     * FOLIO_ARENA_MIB (reserved, never touched) all count */
+    pageset_force_sizing(2, 0);
+    size_t arena_chunks = ((size_t)opt.arena_mib << 20) / CHUNK_SIZE, extra = arena_chunks + 8;
+    struct span **big = calloc(extra, sizeof *big);
+    EXPECT(big, "calloc");
+    for (size_t i = 0; i < extra; i++) EXPECT(big[i] = zone_alloc_pages(CHUNK_PAGES, 1), "chunk %zu", i);
+    EXPECT(zone_managed_pages() >= extra * CHUNK_PAGES, "zone %zu pages, %zu chunks taken", zone_managed_pages(),
+           extra);
+    EXPECT(take((int)(2 * st().high + 4 * batch), 0) == 0, "alloc");
+    give_back(0);
+    EXPECT(st().high_max == (long)(zone_managed_pages() / 8 / 2), "high_max %ld from a zone of %zu pages",
+           st().high_max, zone_managed_pages());
+    for (size_t i = 0; i < extra; i++) zone_free_span(big[i]);
+    free(big);
+
     /* 7. the counters reach the report */
     static char json[65536];
     folio_report_json(json, sizeof json);
     const char *keys[] = {"\"pcp_refills\"", "\"pcp_drains\"", "\"free_high_drains\"", "\"pcp_decays\"",
-                          "\"pagesets\"", "\"high_lowest\"", "\"high_highest\"", "\"zone_lock_contended\""};
+                          "\"pagesets\"", "\"high_lowest\"", "\"high_highest\"", "\"zone_lock_contended\"",
+                          "\"pcp_in_use\"", "\"pcp_reclaim_caps\"", "\"pcp_chunks_drained\"", "\"pcp_held_chunks\"",
+                          "\"pressure_reclaim_periods\"", "\"pressure_below_high_periods\"", "\"pcp_free_high_batch\""};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         EXPECT(strstr(json, keys[i]), "report lacks %s", keys[i]);
     puts("pageset: ok");
