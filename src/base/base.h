@@ -174,7 +174,10 @@ static inline void lock_reset(lock_t *l) {
     X(clear_threads, "FOLIO_CLEAR_THREADS", 0,                                                 \
       "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
       "1 = never split, N = at most N")                                                        \
-    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB")
+    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB") \
+    X(live, "FOLIO_LIVE", 1,                                                                   \
+      "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
+      "first second on, at most once a second); 0: publish nothing")
 
 struct folio_options {
 #define X(name, env, def, doc) long name;
