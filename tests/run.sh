@@ -188,7 +188,7 @@ if [ "$MODE" = normal ]; then
     done
     # folio as a user has it: installed (tests/install), and `folio top` on a
     # running program (tests/top)
-    for t in install top; do
+    for t in cli install top; do
         [ -f "$ROOT/tests/$t/run.sh" ] && run_test "$t" "$PROG_TIMEOUT" bash "$ROOT/tests/$t/run.sh"
     done
 fi
