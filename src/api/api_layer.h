@@ -33,7 +33,10 @@ void live_after_fork_child(void);
 static inline void api_tick(void) {
     purge_tick();
     purge_maybe_start_thread();
-    live_tick();
+    /* while the purger wakes often enough, it publishes: no program thread
+     * pays for a snapshot inside its malloc */
+    uint64_t bg = purge_bg_interval_ms();
+    if (!bg || bg > 1000) live_tick();
 }
 
 /* malloc.c's tiers, shared with the C++ operators and folio's own calls */

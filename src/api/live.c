@@ -2,8 +2,9 @@
  * (FOLIO_LIVE).  The file /dev/shm/folio.<pid> holds a header and the text
  * of folio_report_json (report.c's snapshot: one source of counters); it is
  * created once the process has run a second, rewritten at most once a
- * second from the api's maintenance tick and the background purger, and
- * removed at exit.
+ * second by the background purger, or from the api's maintenance tick while
+ * no purger wakes every second, and removed at exit.  A snapshot costs
+ * about 0.1-0.4 ms (docs/notes/live.md).
  *
  * Invariants:
  *  - one publisher at a time: an atomic flag taken with an exchange and
@@ -81,9 +82,10 @@ static void publish(void) {
     size_t room = page_size - sizeof *page;
     size_t n = folio_report_json(text, sizeof text);
     if (n >= room) return; /* cannot happen with size_needed's margin; never publish half */
+    /* odd first: an exchange, a full barrier on x86, so the text's stores
+     * are not seen before it (the readers are other processes) */
     uint64_t seq = atomic_load_explicit(&page->seq, memory_order_relaxed);
-    atomic_store_explicit(&page->seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
+    atomic_exchange_explicit(&page->seq, seq + 1, memory_order_acq_rel);
     memcpy((char *)(page + 1), text, n + 1);
     page->len = n;
     page->updated_ns = os_now_ns();

@@ -31,6 +31,10 @@ static void (*_Atomic bg_work)(void);
 
 void purge_register_bg_work(void (*fn)(void)) { atomic_store(&bg_work, fn); }
 
+uint64_t purge_bg_interval_ms(void) {
+    return atomic_load_explicit(&purge_thread_state, memory_order_relaxed) == 1 ? tick_interval() : 0;
+}
+
 /* One purger at a time: the work frees pages, which may tick again. */
 static _Atomic int purging;
 

@@ -97,18 +97,29 @@ def screen(pid, cur, prev):
 
 
 def resolve(pid, wait_s=3.0):
-    """The pid to watch: pid itself, or (for a `folio run` or any parent) its first
-    descendant that publishes.  Returns (pid, note); raises live.NoStatistics."""
+    """The pid to watch: pid itself, or (for a `folio run` or any parent) the descendant
+    that publishes and has made the most allocations (in a compiler driver's tree, the
+    compiler, not the idle driver).  Returns (pid, note); raises live.NoStatistics."""
     if not live.alive(pid):
         raise live.NoStatistics(f"pid {pid} does not exist")
     deadline = time.monotonic() + wait_s
     while True:
         if live.publishes(pid):
             return pid, None
+        found = []
         for d in live.descendants(pid):
             if live.publishes(d):
-                return d, (f"pid {pid} ({live.comm(pid)}) does not run folio itself; watching "
-                           f"its descendant {d} ({live.comm(d)})")
+                try:
+                    found.append((live.read(d).report.get("allocs") or 0, d))
+                except live.NoStatistics:
+                    pass
+        if found:
+            found.sort(reverse=True)
+            d = found[0][1]
+            others = ", ".join(f"{o} ({live.comm(o)})" for _, o in found[1:])
+            return d, (f"pid {pid} ({live.comm(pid)}) does not run folio itself; watching its "
+                       f"descendant {d} ({live.comm(d)}), the one with the most allocations"
+                       + (f"; also publishing: {others}" if others else ""))
         if not live.alive(pid):
             raise live.NoStatistics(f"pid {pid} has exited")
         # a process publishes from its first second on: wait for one that runs folio
