@@ -12,6 +12,8 @@ LIBFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -ftls-model=initial-exec \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
             -Iinclude $(LAYERS:%=-Isrc/%) $(WARN)
 OPT     ?= -O2
+VERSION   := 0.1.0
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
 OBJS      := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 SAN_OBJS  := $(SRCS:src/%.c=$(BUILD)/obj-san/%.o)
@@ -34,8 +36,8 @@ DEBUG_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-debug/%,$(filter-out tests/te
 TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
 TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
 
-.PHONY: all test test-normal test-sanitize test-tsan test-debug check-layers clean bench
-all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio
+.PHONY: all install uninstall test test-normal test-sanitize test-tsan test-debug check-layers clean bench
+all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio $(BUILD)/man/folio.3
 
 folio:
 	@test -x folio || chmod +x folio
@@ -57,8 +59,11 @@ $(BUILD)/obj-test/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OPT) $(LIBFLAGS) -DFOLIO_TEST_HOOKS -c $< -o $@
 
+# the soname carries the major version (install.mk installs libfolio.so.$(VERSION)
+# and its links); build/libfolio.so.$(SOVERSION) lets programs linked here run
 $(BUILD)/libfolio.so: $(OBJS)
-	$(CC) -shared -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
+	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
+	ln -sf libfolio.so $(BUILD)/libfolio.so.$(SOVERSION)
 $(BUILD)/libfolio.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $(OBJS)
 $(BUILD)/libfolio-san.a: $(SAN_OBJS)
@@ -103,6 +108,8 @@ check-layers: $(OBJS)
 	python3 tools/check_layers.py --src src --obj $(BUILD)/obj
 	bash tests/layers/run.sh
 test: check-layers test-normal test-sanitize test-tsan test-debug
+
+include mk/install.mk
 
 bench: all
 	./folio bench alloc --quick

@@ -3,7 +3,9 @@
 # print one line per test (PASS/FAIL/SKIP, name, seconds) and a summary.
 #
 #   normal    build/tests/test_* (linked with build/libfolio.so), then the
-#             real programs tests/programs/*.sh under LD_PRELOAD
+#             real programs tests/programs/*.sh under LD_PRELOAD, then
+#             tests/install/run.sh (make install, consumers) and
+#             tests/top/run.sh (folio top on a running program)
 #   sanitize  build/tests-san/test_*  (ASan+UBSan, folio_* names)
 #   tsan      build/tests-tsan/test_* (ThreadSanitizer, folio_* names)
 #   debug     build/tests-debug/test_* (folio built with FOLIO_DEBUG: lock
@@ -183,6 +185,11 @@ if [ "$MODE" = normal ]; then
     done
     for prog in "$ROOT"/tests/programs/*.sh; do
         run_test "program/$(basename "$prog" .sh)" "$PROG_TIMEOUT" bash "$prog"
+    done
+    # folio as a user has it: installed (tests/install), and `folio top` on a
+    # running program (tests/top)
+    for t in cli install top; do
+        [ -f "$ROOT/tests/$t/run.sh" ] && run_test "$t" "$PROG_TIMEOUT" bash "$ROOT/tests/$t/run.sh"
     done
 fi
 

@@ -20,12 +20,23 @@ void folio_free(void *p);
 void folio_init(void);
 extern _Atomic int folio_ready;
 
+/* The live statistics for `folio top` (live.c, FOLIO_LIVE): written from
+ * the tick and the purger at most once a second, with no lock held. */
+void live_init(void);
+void live_tick(void);
+void live_exit(void);            /* at exit: the file is removed */
+void live_after_fork_child(void);
+
 /* The maintenance tick (decay, purge, the object layer's reclaim) and the
  * purger's start: after a slow path took or gave back pages, with no folio
  * lock held. */
 static inline void api_tick(void) {
     purge_tick();
     purge_maybe_start_thread();
+    /* while the purger wakes often enough, it publishes: no program thread
+     * pays for a snapshot inside its malloc */
+    uint64_t bg = purge_bg_interval_ms();
+    if (!bg || bg > 1000) live_tick();
 }
 
 /* malloc.c's tiers, shared with the C++ operators and folio's own calls */

@@ -29,6 +29,8 @@ void folio_init(void) {
         pageset_init();
         slab_init();
         heap_set_exit_hook(on_thread_exit);
+        live_init();
+        purge_register_bg_work(live_tick);
         atomic_store_explicit(&folio_ready, 1, memory_order_release);
     }
     lock_release(&init_lock);
@@ -60,6 +62,7 @@ static void fork_child(void) {
     clear_unlock_all(true);
     lock_reset(&init_lock);
     purge_after_fork_child();
+    live_after_fork_child();
 }
 
 __attribute__((constructor)) static void folio_ctor(void) {
@@ -69,4 +72,5 @@ __attribute__((constructor)) static void folio_ctor(void) {
 
 __attribute__((destructor)) static void folio_dtor(void) {
     if (opt.report_path && *opt.report_path) folio_report_write(opt.report_path);
+    live_exit();
 }

@@ -67,6 +67,10 @@ int os_gettid(void);
 int os_other_threads_alive(const _Atomic int *tids, int n);
 /* like os_futex_wait, but gives up after ms milliseconds */
 void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
+/* a shared file mapping others may read (the live statistics); not counted
+ * in os_mapped_bytes, which is the heap's */
+void *os_shm_create(const char *path, size_t size); /* NULL: none */
+void os_shm_drop(const char *path, void *p, size_t size); /* unlink path (if any), unmap p (if any) */
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;
 
@@ -175,7 +179,10 @@ static inline void lock_reset(lock_t *l) {
     X(clear_threads, "FOLIO_CLEAR_THREADS", 0,                                                 \
       "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
       "1 = never split, N = at most N")                                                        \
-    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB")
+    X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB") \
+    X(live, "FOLIO_LIVE", 1,                                                                   \
+      "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
+      "first second on, at most once a second); 0: publish nothing")
 
 struct folio_options {
 #define X(name, env, def, doc) long name;

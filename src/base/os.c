@@ -424,3 +424,34 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
     if (got < 0) return -1;
     return alive;
 }
+
+/* A file of `size` bytes at path, mapped shared and writable (folio's live
+ * statistics, read by other processes).  O_EXCL and O_NOFOLLOW: in a
+ * directory others can write (/dev/shm), never open a file or a link someone
+ * else left; one left by an earlier process of ours with this pid (a
+ * process that died, or this one before an exec) is removed first.  The
+ * space is allocated (fallocate), so that writing the page can never fault
+ * for want of room in the file system.  NULL: no file. */
+void *os_shm_create(const char *path, size_t size) {
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && (errno != EEXIST || unlink(path) != 0)) return NULL;
+    }
+    if (fd < 0) return NULL;
+    void *p = MAP_FAILED;
+    if (fallocate(fd, 0, 0, (off_t)size) == 0)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        unlink(path);
+        return NULL;
+    }
+    return p;
+}
+
+/* Forget the file (unlink, when path is given) and/or the mapping (p). */
+void os_shm_drop(const char *path, void *p, size_t size) {
+    if (path) unlink(path);
+    if (p) munmap(p, size);
+}

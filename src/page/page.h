@@ -146,6 +146,11 @@ void purge_tick(void); /* called from slow paths, with no folio lock held: purge
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);
 void purge_note_thread_exit(void); /* a thread of the program is exiting */
+/* The api's work for the background purger, run once per wake-up with no
+ * folio lock held (the live statistics: a program that stopped allocating
+ * still has them refreshed while the purger runs). */
+void purge_register_bg_work(void (*fn)(void));
+uint64_t purge_bg_interval_ms(void); /* how often the purger wakes; 0: it is not running */
 
 /* ---------------------------------------------------------------- reclaim */
 /* Address space is a resource: when a mapping fails, a tier's entry point

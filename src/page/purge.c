@@ -27,6 +27,14 @@ void purge_register(const struct obj_hooks *hooks) { obj_hooks = hooks; }
 
 static size_t obj_held_bytes(void) { return obj_hooks->held_bytes ? obj_hooks->held_bytes() : 0; }
 
+static void (*_Atomic bg_work)(void);
+
+void purge_register_bg_work(void (*fn)(void)) { atomic_store(&bg_work, fn); }
+
+uint64_t purge_bg_interval_ms(void) {
+    return atomic_load_explicit(&purge_thread_state, memory_order_relaxed) == 1 ? tick_interval() : 0;
+}
+
 /* One purger at a time: the work frees pages, which may tick again. */
 static _Atomic int purging;
 
@@ -78,6 +86,8 @@ static void *purge_main(void *arg) {
             purge_now(0);
             next = now + tick_interval();
         }
+        void (*work)(void) = atomic_load_explicit(&bg_work, memory_order_relaxed);
+        if (work) work();
     }
     bg_leave();
     return NULL; /* the program's threads are gone: glibc ends the process */

@@ -2,9 +2,10 @@
 
 folio is build/libfolio.so (built with make if missing); glibc is the system
 malloc (no preload); jemalloc, TCMalloc (gperftools, minimal) and mimalloc
-come from Debian's packages and are installed with apt-get when missing and we
-are root.  An allocator that cannot be had is skipped with the reason; it is
-never replaced by another.
+come from Debian's packages, installed with apt-get when missing only when asked
+(``folio bench --install``, as root).  An allocator that cannot be had is
+skipped with the reason and the command that installs it; it is never
+replaced by another.
 
 Variants: an allocator with extra environment variables, compared as an
 allocator of its own.  Built in: ``folio-fixed`` (pageset ``high`` fixed,
@@ -183,7 +184,7 @@ def _apt_install(packages, log):
     return False
 
 
-def resolve(names, install=True, build_folio=True, say=None):
+def resolve(names, install=False, build_folio=True, say=None):
     """Turn allocator names into Allocators.  Returns (allocators, skipped) where skipped
     is a list of (name, reason)."""
     say = say or (lambda msg: print(msg, file=sys.stderr))
@@ -219,10 +220,12 @@ def resolve(names, install=True, build_folio=True, say=None):
                     _apt_install([SPECS[n].package], log)
         for n in missing:
             if _find(SPECS[n].soname) is None:
+                pkg = SPECS[n].package
                 why = ("apt-get install failed" if install and os.geteuid() == 0
-                       else "not installed (needs root to apt-get install)" if install
-                       else "not installed (--no-install)")
-                skipped.append((n, f"{why}: {SPECS[n].package} ({SPECS[n].soname}) not found"))
+                       else "not installed (--install needs root to apt-get install)" if install
+                       else "not installed")
+                skipped.append((n, f"{why}: {SPECS[n].soname} not found; `apt-get install {pkg}` "
+                                   "installs it (or folio bench --install, as root)"))
 
     for n in names:
         spec = SPECS[n]

@@ -13,6 +13,18 @@ BENCH_SRC = os.path.join(REPO, "bench")
 BENCH_BIN = os.path.join(BUILD, "bench")
 
 
+# An installed `folio` (make install) runs the installed library and builds nothing.
+INSTALLED_VERSION = None
+HELPER = None   # rusage_exec when installed; else built into build/bench/
+
+
+def use_installed(library, helper, version):
+    global LIBRARY, HELPER, INSTALLED_VERSION
+    LIBRARY = library
+    HELPER = helper
+    INSTALLED_VERSION = version
+
+
 class BuildError(Exception):
     """A build step failed or is impossible; the message says why."""
 
@@ -25,6 +37,9 @@ def ensure_library(quiet=False):
     """Return the absolute path of build/libfolio.so, running ``make -C REPO`` if it is missing."""
     if os.path.exists(LIBRARY):
         return LIBRARY
+    if INSTALLED_VERSION:
+        raise BuildError(f"{LIBRARY} is missing: folio {INSTALLED_VERSION} is not installed "
+                         "completely (make install again from the source tree)")
     if not os.path.exists(os.path.join(REPO, "Makefile")):
         raise BuildError(f"{LIBRARY} is missing and there is no Makefile in {REPO} to build it")
     if not quiet:
@@ -39,6 +54,9 @@ def ensure_library(quiet=False):
 
 def ensure_bench_binaries():
     """Build the benchmark programs of bench/ into build/bench/ (make is incremental)."""
+    if INSTALLED_VERSION:
+        raise BuildError("folio bench builds its programs from the source tree: run it as "
+                         "./folio bench in a clone of folio")
     if shutil.which("make") is None or shutil.which("cc") is None:
         raise BuildError("building bench/ needs make and cc (apt-get install -y build-essential)")
     proc = subprocess.run(["make", "-C", BENCH_SRC, f"OUT={BENCH_BIN}"], stdout=subprocess.PIPE,

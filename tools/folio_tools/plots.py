@@ -1,4 +1,4 @@
-"""PNG bar charts of ``folio bench`` ratios (matplotlib; installed with pip when missing).
+"""PNG bar charts of ``folio bench`` ratios (matplotlib; installed with pip by ``--install``).
 
 One chart per suite: for each workload, each allocator's cost relative to
 glibc (log scale, 1.0 marked), so bars below the line beat glibc.  And one
@@ -15,11 +15,16 @@ COLORS = {"folio": "#d62728", "glibc": "#7f7f7f", "jemalloc": "#1f77b4", "tcmall
           "mimalloc": "#9467bd", "folio-auto": "#d62728", "folio-fixed": "#ff9896"}
 
 
-def _matplotlib():
-    """Import matplotlib (Agg backend), installing it with pip if needed; (module, note)."""
+def _matplotlib(install=False):
+    """Import matplotlib (Agg backend), installing it with pip if needed and asked to;
+    (module, note)."""
     try:
         import matplotlib
     except ImportError:
+        if not install:
+            return None, ("matplotlib is missing: charts skipped (`python3 -m pip install "
+                          "matplotlib` or `apt-get install python3-matplotlib` installs it; "
+                          "`folio bench --install` does it with pip)")
         print("installing matplotlib with pip for the charts ...", file=sys.stderr, flush=True)
         try:
             res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
@@ -40,14 +45,14 @@ def _matplotlib():
     return plt, None
 
 
-def draw(tables, out):
+def draw(tables, out, install=False):
     """Draw the charts into out; returns {"files": {suite: filename}, "note": str or None}."""
     result = {"files": {}, "note": None}
     todo = [t for t in tables if any(r.ratio_to_glibc for r in t.rows)]
     if not todo:
         result["note"] = "no ratios to glibc to chart"
         return result
-    plt, note = _matplotlib()
+    plt, note = _matplotlib(install)
     if plt is None:
         result["note"] = note
         print(f"note: {note}", file=sys.stderr)

@@ -63,7 +63,11 @@ class Exit:
 
 
 def helper():
-    """Path of rusage_exec, built with make if missing."""
+    """Path of rusage_exec, built with make if missing (installed: the installed one)."""
+    if paths.HELPER:
+        if not os.access(paths.HELPER, os.X_OK):
+            raise paths.BuildError(f"{paths.HELPER} is missing (make install again)")
+        return paths.HELPER
     path = paths.bench_binary("rusage_exec")
     if not os.path.exists(path):
         res = subprocess.run(["make", "-C", paths.BENCH_SRC, f"OUT={paths.BENCH_BIN}", path],

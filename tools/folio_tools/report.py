@@ -231,11 +231,45 @@ def format_pagesets(report):
     return parts
 
 
+# Options whose 0 means "the library decides" or "none" (base.h's table says so in their text)
+ZERO_MEANS = {"FOLIO_PCP_HIGH": "auto", "FOLIO_CLEAR_THREADS": "auto", "FOLIO_MEMORY_LIMIT": "none",
+              "FOLIO_CLEAR": "auto"}
+
+
+def _exact_size(v):
+    """Bytes with the largest unit that divides them: 3145728 -> "3MiB"."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if v and v % (1 << shift) == 0:
+            return f"{v >> shift}{unit}"
+    return f"{v}B"
+
+
+def option_text(name, value, report=None):
+    """An option's value as it is set: `auto`/`none` where 0 means that, the clearing strategy
+    by name, sizes and times with their units; anything else as the number."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return str(value)
+    if name == "FOLIO_CLEAR":
+        mode = ((report or {}).get("clear") or {}).get("mode")
+        return mode if isinstance(mode, str) else ZERO_MEANS[name] if value == 0 else str(value)
+    if value == 0 and name in ZERO_MEANS:
+        return ZERO_MEANS[name]
+    if name.endswith("_MS"):
+        return f"{value}ms"
+    if name.endswith("_MIB"):
+        return f"{value}MiB"
+    if name == "FOLIO_MEMORY_LIMIT":
+        return _exact_size(value)
+    if name == "FOLIO_PURGE_MIN_ORDER":
+        return f"{value}({_exact_size(4096 << value)})"
+    return str(value)
+
+
 def format_options(report):
     opts = report.get("options")
     if not isinstance(opts, dict) or not opts:
         return None
-    return " ".join(f"{k}={v}" for k, v in opts.items())
+    return " ".join(f"{k}={option_text(k, v, report)}" for k, v in opts.items())
 
 
 def describe(report):

@@ -102,16 +102,39 @@ def cmd_run(args):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _load(source):
+    """Reports of a saved file, or of a running process's live statistics (a pid that is
+    not the name of a file)."""
+    if source.isdigit() and not os.path.exists(source):
+        from . import live
+        try:
+            sample = live.read(int(source))
+        except live.NoStatistics as e:
+            raise OSError(f"pid {source}: {e}") from None
+        return [report.Report(sample.report, live.path_of(int(source)), int(source))]
+    return report.load_file(source)
+
+
 def cmd_report(args):
     status = 0
+    as_json = []
     for path in args.files:
         try:
-            reports = report.load_file(path)
+            reports = _load(path)
         except (OSError, ValueError) as e:
             print(f"folio report: {path}: {e}", file=sys.stderr)
             status = 1
             continue
+        if args.json:
+            as_json.append({"source": path, "processes": len(reports),
+                            "summed": report.aggregate(reports),
+                            "reports": [dict(r, pid=r.pid) if r.pid is not None else dict(r)
+                                        for r in reports]})
+            continue
         print(f"== {path}: {len(reports)} process report{'s' if len(reports) != 1 else ''} ==")
         main_pid = reports[0].pid if len(reports) > 1 else None
         print(report.summary(reports, main_pid=main_pid))
+    if args.json:
+        json.dump(as_json[0] if len(as_json) == 1 else as_json, sys.stdout, indent=2)
+        print()
     return status

@@ -70,8 +70,12 @@ def add_parser(sub):
                    help="comma-separated shell patterns of workload names to run (e.g. 'churn,larson')")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help="seconds before a run is killed and counted as failed (default %(default)s)")
+    p.add_argument("--install", action="store_true",
+                   help="install what is missing: allocators with apt-get (as root), matplotlib "
+                        "with pip; without it a missing one is skipped with a note naming the "
+                        "command that installs it")
     p.add_argument("--no-install", action="store_true",
-                   help="do not apt-get install missing allocators (skip them)")
+                   help=argparse.SUPPRESS)  # the old opt-out, now the default: accepted, no effect
     p.add_argument("--no-plots", action="store_true", help="do not draw PNG charts")
     p.add_argument("--list", action="store_true", help="list suites and workloads and exit")
     p.set_defaults(func=cmd_bench)
@@ -290,7 +294,7 @@ def cmd_bench(args):
     suite_names = {s.name: (s.allocators(list(wanted)) if s.allocators else list(wanted))
                    for s, _ in plan_suites}
     every = list(dict.fromkeys(n for s, _ in plan_suites for n in suite_names[s.name]))
-    allocs, skipped = allocators.resolve(every, install=not args.no_install)
+    allocs, skipped = allocators.resolve(every, install=args.install)
     for name, why in skipped:
         _say(f"note: {name} skipped: {why}")
     if not allocs:
@@ -450,7 +454,7 @@ def cmd_bench(args):
     plot_note = None
     if not args.no_plots:
         from . import plots
-        plot_note = plots.draw(tables, out)
+        plot_note = plots.draw(tables, out, install=args.install)
     else:
         plot_note = {"note": "charts not drawn (--no-plots)", "files": {}}
     report_path = os.path.join(out, "REPORT.md")
