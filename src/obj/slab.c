@@ -316,7 +316,10 @@ static struct heap *heap_create(void) {
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->empty = NULL;
     h->nr_empty = 0;
+    /* heap_counts reads a heap's counters once it is live, under this lock */
+    lock_acquire(&heap_lock);
     h->live = true;
+    lock_release(&heap_lock);
     tl_heap = h;
     pthread_setspecific(heap_key, h);
     return h;
@@ -398,7 +401,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     s->free = slab_link_next(p);
     p[1] = NULL;
     s->used++;
-    b->allocs++;
+    HEAP_COUNT(b->allocs, 1);
     return p;
 }
 
@@ -453,7 +456,7 @@ void slab_remote_free(struct span *s, void *p) {
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
     struct heap *h = heap_current();
-    if (h) h->frees[c]++;
+    if (h) HEAP_COUNT(h->frees[c], 1);
     else atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
 }
 

@@ -76,6 +76,7 @@ struct pageset {
 
 static struct pageset *pagesets;
 static int nr_pagesets;
+static bool free_high_batch; /* PCPF_FREE_HIGH_BATCH of every pageset, for the report */
 static _Atomic int nr_in_use; /* pagesets high_max is shared among */
 static int forced_cpus;        /* tests: > 0 replaces nr_in_use */
 static long forced_heap;       /* tests: > 0 replaces the zone's pages */
@@ -140,6 +141,7 @@ void pageset_init(void) {
     long batch = opt.pcp_batch;
     size_t llc = os_llc_bytes();
     bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
+    free_high_batch = big_slice;
     for (int i = 0; i < n; i++) {
         struct pageset *ps = &pagesets[i];
         lock_set_rank(&ps->lock, LOCK_RANK_PAGESET);
@@ -588,9 +590,10 @@ void pageset_decay_tick(void) {
     if (autotune() && nr_pagesets) decay_due(os_now_ms());
 }
 
-/* The cache-size flag (the same on every pageset): the report shows it, as
- * the hand-off figures depend on it. */
-bool pageset_free_high_batch(void) { return nr_pagesets && (pagesets[0].flags & PCPF_FREE_HIGH_BATCH); }
+/* The cache-size flag (the same on every pageset, set at start-up; the
+ * report reads this copy, not a pageset's flags, which its owner changes
+ * under the pageset's lock): the hand-off figures depend on it. */
+bool pageset_free_high_batch(void) { return free_high_batch; }
 
 bool pageset_grown(void) { return atomic_load_explicit(&pcp_grown, memory_order_relaxed); }
 
