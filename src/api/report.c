@@ -49,6 +49,7 @@ struct snapshot {
     uint64_t allocs, frees, live_bytes; /* every tier */
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
     struct as_stats as;
+    struct os_calls calls;
 };
 
 static void snap(struct snapshot *s) {
@@ -78,6 +79,7 @@ static void snap(struct snapshot *s) {
     s->mapped = atomic_load(&os_mapped_bytes);
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
     s->map_failures = atomic_load(&os_map_failures);
+    os_calls(&s->calls);
     as_stats(&s->as);
 }
 
@@ -131,6 +133,11 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "mapped_bytes", s.mapped);
     kv(&b, "peak_mapped_bytes", s.peak_mapped);
     kv(&b, "mmap_failures", s.map_failures);
+    kv(&b, "os_mmap_calls", s.calls.mmap);
+    kv(&b, "os_munmap_calls", s.calls.munmap);
+    kv(&b, "os_mremap_calls", s.calls.mremap);
+    kv(&b, "os_mprotect_calls", s.calls.mprotect);
+    kv(&b, "os_madvise_calls", s.calls.madvise);
     kv(&b, "as_reclaims", s.as.reclaims);
     kv(&b, "as_released_bytes", s.as.released_bytes);
     kv(&b, "rss_bytes", s.rss);

@@ -73,6 +73,11 @@ void *os_shm_create(const char *path, size_t size); /* NULL: none */
 void os_shm_drop(const char *path, void *p, size_t size); /* unlink path (if any), unmap p (if any) */
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;
+/* the mmap family's calls, by kind, since start (folio makes no mprotect) */
+struct os_calls {
+    uint64_t mmap, munmap, mremap, mprotect, madvise;
+};
+void os_calls(struct os_calls *c);
 
 /* text.c: v in decimal, NUL-terminated, somewhere inside buf */
 const char *u64_text(char buf[24], uint64_t v);

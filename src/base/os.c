@@ -24,6 +24,36 @@
 _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 _Atomic uint64_t os_map_failures;
 
+/* The mmap family's calls, by kind, counted at the one place each is made
+ * (seed 004: what serialises a process): mmap, munmap and mremap take the
+ * kernel's mmap lock for writing, madvise(MADV_DONTNEED) for reading. */
+static _Atomic uint64_t calls_mmap, calls_munmap, calls_mremap, calls_madvise;
+static inline void count_call(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+static void *sys_mmap(void *a, size_t n, int prot, int flags, int fd) {
+    count_call(&calls_mmap);
+    return mmap(a, n, prot, flags, fd, 0);
+}
+static int sys_munmap(void *p, size_t n) {
+    count_call(&calls_munmap);
+    return munmap(p, n);
+}
+static void *sys_mremap(void *old, size_t old_size, size_t new_size, int flags, void *to) {
+    count_call(&calls_mremap);
+    return mremap(old, old_size, new_size, flags, to);
+}
+static int sys_madvise(void *p, size_t n, int advice) {
+    count_call(&calls_madvise);
+    return madvise(p, n, advice);
+}
+
+void os_calls(struct os_calls *c) {
+    c->mmap = atomic_load_explicit(&calls_mmap, memory_order_relaxed);
+    c->munmap = atomic_load_explicit(&calls_munmap, memory_order_relaxed);
+    c->mremap = atomic_load_explicit(&calls_mremap, memory_order_relaxed);
+    c->mprotect = 0; /* folio makes none */
+    c->madvise = atomic_load_explicit(&calls_madvise, memory_order_relaxed);
+}
+
 static void mapped_add(ptrdiff_t d) {
     size_t now = atomic_fetch_add_explicit(&os_mapped_bytes, (size_t)d, memory_order_relaxed) + (size_t)d;
     size_t peak = atomic_load_explicit(&os_peak_mapped_bytes, memory_order_relaxed);
@@ -34,8 +64,8 @@ static void mapped_add(ptrdiff_t d) {
 }
 
 static void *map_at(void *hint, size_t size, int flags) {
-    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+    void *p = sys_mmap(hint, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -48,14 +78,14 @@ static void *map_at(void *hint, size_t size, int flags) {
 static void *reserve_exact(size_t size, size_t align) {
     char *p = map_at(NULL, size, 0);
     if (!p || ((uintptr_t)p & (align - 1)) == 0) return p;
-    munmap(p, size);
+    sys_munmap(p, size);
     uintptr_t down = (uintptr_t)p & ~(uintptr_t)(align - 1), up = down + align;
     uintptr_t tries[2] = {down, up};
     for (int i = 0; i < 2; i++) {
         if (!tries[i]) continue;
         char *q = map_at((void *)tries[i], size, MAP_FIXED_NOREPLACE);
         if (q == (char *)tries[i]) return q;
-        if (q) munmap(q, size);
+        if (q) sys_munmap(q, size);
     }
     return NULL;
 }
@@ -68,8 +98,8 @@ void *os_reserve(size_t size, size_t align) {
     if (p) {
         a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
         size_t head = (size_t)(a - p), tail = span - head - size;
-        if (head) munmap(p, head);
-        if (tail) munmap(a + size, tail);
+        if (head) sys_munmap(p, head);
+        if (tail) sys_munmap(a + size, tail);
     } else {
         a = span != size ? reserve_exact(size, align) : NULL;
         if (!a) {
@@ -86,7 +116,7 @@ void *os_reserve(size_t size, size_t align) {
 void *os_reserve_at(void *addr, size_t size) {
     char *p = map_at(addr, size, MAP_FIXED_NOREPLACE);
     if (p && p != addr) { /* a kernel older than 4.17 takes the flag as a hint */
-        munmap(p, size);
+        sys_munmap(p, size);
         p = NULL;
     }
     if (p) mapped_add((ptrdiff_t)size);
@@ -94,18 +124,18 @@ void *os_reserve_at(void *addr, size_t size) {
 }
 
 bool os_release(void *p, size_t size) {
-    if (munmap(p, size) != 0) return false;
+    if (sys_munmap(p, size) != 0) return false;
     mapped_add(-(ptrdiff_t)size);
     return true;
 }
 
-void os_purge(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+void os_purge(void *p, size_t size) { sys_madvise(p, size, MADV_DONTNEED); }
 
 /* Move or resize a mapping without copying.  fixed_at: a reserved range to
  * move onto (replaced), or NULL to resize in place only. */
 void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at) {
-    void *r = fixed_at ? mremap(old, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, fixed_at)
-                       : mremap(old, old_size, new_size, 0);
+    void *r = fixed_at ? sys_mremap(old, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, fixed_at)
+                       : sys_mremap(old, old_size, new_size, 0, NULL);
     if (r == MAP_FAILED) return NULL;
     if (fixed_at)
         mapped_add((ptrdiff_t)new_size - (ptrdiff_t)old_size - (ptrdiff_t)new_size); /* fixed range was counted */
@@ -117,7 +147,7 @@ void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at) {
 /* Resize a mapping wherever the kernel finds room: it needs only the
  * growth in address space, not a second copy of the extent. */
 void *os_move(void *old, size_t old_size, size_t new_size) {
-    void *r = mremap(old, old_size, new_size, MREMAP_MAYMOVE);
+    void *r = sys_mremap(old, old_size, new_size, MREMAP_MAYMOVE, NULL);
     if (r == MAP_FAILED) {
         atomic_fetch_add_explicit(&os_map_failures, 1, memory_order_relaxed);
         return NULL;
@@ -441,7 +471,7 @@ void *os_shm_create(const char *path, size_t size) {
     if (fd < 0) return NULL;
     void *p = MAP_FAILED;
     if (fallocate(fd, 0, 0, (off_t)size) == 0)
-        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        p = sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
     if (p == MAP_FAILED) {
         unlink(path);
@@ -453,5 +483,5 @@ void *os_shm_create(const char *path, size_t size) {
 /* Forget the file (unlink, when path is given) and/or the mapping (p). */
 void os_shm_drop(const char *path, void *p, size_t size) {
     if (path) unlink(path);
-    if (p) munmap(p, size);
+    if (p) sys_munmap(p, size);
 }

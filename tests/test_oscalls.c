@@ -1,0 +1,63 @@
+/* test_oscalls: the report counts the mmap family's calls by kind
+ * (os_mmap_calls, os_munmap_calls, os_mremap_calls, os_mprotect_calls,
+ * os_madvise_calls): a new huge block is a mapping, a huge block freed past
+ * the cache is an unmapping, a growing huge realloc is an mremap, a purge
+ * is a madvise; folio makes no mprotect.  Run with a huge cache of 0 and
+ * no purge delay, so that every free reaches the kernel. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "api.h"
+
+#ifdef FOLIO_TEST_GLIBC
+int main(void)
+{
+    SKIP("folio's counters need folio");
+}
+#else
+
+#define MIB ((size_t)1 << 20)
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (!getenv("FOLIO_HUGE_CACHE_MIB")) { /* options are read at start: re-execute */
+        setenv("FOLIO_HUGE_CACHE_MIB", "0", 1);
+        setenv("FOLIO_PURGE_DELAY_MS", "0", 1);
+        execv("/proc/self/exe", argv);
+        FAIL("exec /proc/self/exe");
+    }
+    uint64_t mmap0 = report_u64("os_mmap_calls"), munmap0 = report_u64("os_munmap_calls");
+    char *p = malloc(OPAQUE(8 * MIB));
+    CHECK(p != NULL, "malloc(8 MiB)");
+    memset(p, 1, 8 * MIB);
+    uint64_t mmap1 = report_u64("os_mmap_calls");
+    CHECK(mmap1 > mmap0, "a new 8 MiB block made no mmap call (%llu -> %llu)",
+          (unsigned long long)mmap0, (unsigned long long)mmap1);
+    uint64_t mremap0 = report_u64("os_mremap_calls");
+    p = realloc(p, OPAQUE(64 * MIB));
+    CHECK(p != NULL && p[8 * MIB - 1] == 1, "realloc to 64 MiB");
+    CHECK(report_u64("os_mremap_calls") > mremap0, "growing a huge block made no mremap call");
+    free(p);
+    CHECK(report_u64("os_munmap_calls") > munmap0, "freeing a huge block past a cache of 0 made no munmap call");
+    /* a large block freed with no purge delay: purged at the next tick */
+    uint64_t madvise0 = report_u64("os_madvise_calls");
+    for (int i = 0; i < 64; i++) {
+        char *q = malloc(OPAQUE(1 * MIB));
+        CHECK(q != NULL, "malloc(1 MiB)");
+        memset(q, 2, MIB);
+        free(q);
+        usleep(2000);
+    }
+    malloc_trim(0);
+    CHECK(report_u64("os_madvise_calls") > madvise0, "no madvise after freeing and trimming 1 MiB blocks");
+    CHECK(report_u64("os_mprotect_calls") == 0, "folio made an mprotect call");
+    NOTE("mmap %llu munmap %llu mremap %llu madvise %llu",
+         (unsigned long long)report_u64("os_mmap_calls"), (unsigned long long)report_u64("os_munmap_calls"),
+         (unsigned long long)report_u64("os_mremap_calls"), (unsigned long long)report_u64("os_madvise_calls"));
+    return 0;
+}
+#endif
