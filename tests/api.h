@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -122,6 +123,18 @@ __attribute__((unused)) static char *read_all(int fd)
     out[len] = 0;
     close(fd);
     return out;
+}
+
+/* Options are read once, at start: unless name is already set to value,
+ * set it and re-execute this program with the same arguments. */
+__attribute__((unused)) static void reexec_with_env(char **argv, const char *name, const char *value)
+{
+    const char *now = getenv(name);
+    if (now && strcmp(now, value) == 0)
+        return;
+    setenv(name, value, 1);
+    execv("/proc/self/exe", argv);
+    FAIL("re-executing with %s=%s", name, value);
 }
 
 /* Fork; the child, with its stderr going to a pipe and no core dump, runs

@@ -315,11 +315,7 @@ int main(int argc, char **argv)
      * calloc, served by ASan under a lock ASan does not take around fork)
      * could leave a child's sanitizer allocator locked; see
      * test_fork_storm.c.  Options are read at start: re-execute. */
-    if (!getenv("FOLIO_PURGE_THREAD")) {
-        setenv("FOLIO_PURGE_THREAD", "0", 1);
-        execv("/proc/self/exe", argv);
-        FAIL("exec /proc/self/exe");
-    }
+    reexec_with_env(argv, "FOLIO_PURGE_THREAD", "0");
 #endif
     (void)argc;
     (void)argv;

@@ -153,11 +153,7 @@ int main(int argc, char **argv)
      * supported"): whether it runs by then depends on when the purger
      * starts, which is not what this test is about.  Options are read at
      * start: re-execute. */
-    if (!getenv("FOLIO_PURGE_THREAD")) {
-        setenv("FOLIO_PURGE_THREAD", "0", 1);
-        execv("/proc/self/exe", argv);
-        FAIL("exec /proc/self/exe");
-    }
+    reexec_with_env(argv, "FOLIO_PURGE_THREAD", "0");
 #endif
     (void)argc;
     (void)argv;

@@ -355,12 +355,7 @@ static void warm_up(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    const char *pt = getenv("FOLIO_PURGE_THREAD");
-    if (!pt || strcmp(pt, "0") != 0) {
-        setenv("FOLIO_PURGE_THREAD", "0", 1);
-        execv("/proc/self/exe", argv);
-        FAIL("re-executing with FOLIO_PURGE_THREAD=0");
-    }
+    reexec_with_env(argv, "FOLIO_PURGE_THREAD", "0");
     warm_up();
     malloc_trim(0);
     struct counts start = counts_now();

@@ -24,12 +24,8 @@ int main(void)
 int main(int argc, char **argv)
 {
     (void)argc;
-    if (!getenv("FOLIO_HUGE_CACHE_MIB")) { /* options are read at start: re-execute */
-        setenv("FOLIO_HUGE_CACHE_MIB", "0", 1);
-        setenv("FOLIO_PURGE_DELAY_MS", "0", 1);
-        execv("/proc/self/exe", argv);
-        FAIL("exec /proc/self/exe");
-    }
+    setenv("FOLIO_PURGE_DELAY_MS", "0", 1); /* read at start: the re-execution below takes it */
+    reexec_with_env(argv, "FOLIO_HUGE_CACHE_MIB", "0");
     uint64_t mmap0 = report_u64("os_mmap_calls"), munmap0 = report_u64("os_munmap_calls");
     char *p = malloc(OPAQUE(8 * MIB));
     CHECK(p != NULL, "malloc(8 MiB)");

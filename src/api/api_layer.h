@@ -23,7 +23,7 @@ extern _Atomic int folio_ready;
 /* The live statistics for `folio top` (live.c, FOLIO_LIVE): written from
  * the tick and the purger at most once a second, with no lock held. */
 void live_init(void);
-void live_tick(void);
+void live_tick(uint64_t now_ms); /* publish when due (now_ms: os_now_ms, read by the caller) */
 void live_exit(void);            /* at exit: the file is removed */
 void live_after_fork_child(void);
 
@@ -31,12 +31,12 @@ void live_after_fork_child(void);
  * purger's start: after a slow path took or gave back pages, with no folio
  * lock held. */
 static inline void api_tick(void) {
-    purge_tick();
+    uint64_t now = purge_tick();
     purge_maybe_start_thread();
     /* while the purger wakes often enough, it publishes: no program thread
      * pays for a snapshot inside its malloc */
     uint64_t bg = purge_bg_interval_ms();
-    if (!bg || bg > 1000) live_tick();
+    if (!bg || bg > 1000) live_tick(now);
 }
 
 /* malloc.c's tiers, shared with the C++ operators and folio's own calls */

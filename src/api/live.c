@@ -104,9 +104,8 @@ void live_init(void) {
     atomic_store(&due_ms, os_now_ms() + LIVE_INTERVAL_MS);
 }
 
-void live_tick(void) {
+void live_tick(uint64_t now) {
     if (!enabled) return;
-    uint64_t now = os_now_ms();
     uint64_t due = atomic_load_explicit(&due_ms, memory_order_relaxed);
     if (now < due) return;
     if (!atomic_compare_exchange_strong_explicit(&due_ms, &due, now + LIVE_INTERVAL_MS,

@@ -44,8 +44,6 @@ struct snapshot {
     struct huge_stats hs;
     struct pageset_stats pcp;
     struct pressure_stats pr;
-    uint64_t large_allocs, large_bytes, large_frees, huge_allocs, huge_bytes, huge_frees;
-    uint64_t large_pages, huge_live_bytes;
     uint64_t allocs, frees, live_bytes; /* every tier */
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
     struct as_stats as;
@@ -59,20 +57,12 @@ static void snap(struct snapshot *s) {
     huge_stats(&s->hs);
     pageset_totals(&s->pcp);
     pressure_stats(&s->pr);
-    s->large_allocs = s->hc.large_allocs;
-    s->large_bytes = s->hc.large_bytes;
-    s->large_frees = s->hc.large_frees;
-    s->large_pages = s->hc.large_pages;
-    s->huge_allocs = s->hs.allocs;
-    s->huge_bytes = s->hs.bytes;
-    s->huge_frees = s->hs.frees;
-    s->huge_live_bytes = s->hs.live_bytes;
     /* live: blocks handed out and not freed, by their usable size (what
      * malloc_usable_size returns: small: the class size; large: its pages;
      * huge: its mapping) */
-    s->allocs = s->hc.small_allocs + s->large_allocs + s->huge_allocs;
-    s->frees = s->hc.frees + s->large_frees + s->huge_frees;
-    s->live_bytes = s->hc.small_live_bytes + (s->large_pages << PAGE_SHIFT) + s->huge_live_bytes;
+    s->allocs = s->hc.small_allocs + s->hc.large_allocs + s->hs.allocs;
+    s->frees = s->hc.frees + s->hc.large_frees + s->hs.frees;
+    s->live_bytes = s->hc.small_live_bytes + (s->hc.large_pages << PAGE_SHIFT) + s->hs.live_bytes;
     os_rusage(&s->minflt, &s->majflt, &s->maxrss);
     s->rss = os_rss_bytes();
     if (s->maxrss < s->rss) s->maxrss = s->rss;
@@ -96,10 +86,10 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "live_bytes", s.live_bytes);
     kv(&b, "small_allocs", s.hc.small_allocs);
     kv(&b, "small_bytes", s.hc.small_bytes);
-    kv(&b, "large_allocs", s.large_allocs);
-    kv(&b, "large_bytes", s.large_bytes);
-    kv(&b, "huge_allocs", s.huge_allocs);
-    kv(&b, "huge_bytes", s.huge_bytes);
+    kv(&b, "large_allocs", s.hc.large_allocs);
+    kv(&b, "large_bytes", s.hc.large_bytes);
+    kv(&b, "huge_allocs", s.hs.allocs);
+    kv(&b, "huge_bytes", s.hs.bytes);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);
     kv(&b, "zone_lock_contended", s.zs.lock_contended);
     kv(&b, "pages_from_zone", s.zs.pages_from_zone);
@@ -249,8 +239,8 @@ EXPORT void folio_report_print(int fd) {
     struct sb b = {text, sizeof text, 0};
     sb_put(&b, "folio report\n");
     line(&b, "  small allocs      ", s.hc.small_allocs, "");
-    line(&b, "  large allocs      ", s.large_allocs, "");
-    line(&b, "  huge allocs       ", s.huge_allocs, "");
+    line(&b, "  large allocs      ", s.hc.large_allocs, "");
+    line(&b, "  huge allocs       ", s.hs.allocs, "");
     line(&b, "  frees             ", s.frees, "");
     line(&b, "  live blocks       ", s.allocs - s.frees, "");
     line(&b, "  live bytes        ", s.live_bytes, "");

@@ -142,14 +142,14 @@ struct obj_hooks {
 };
 void purge_register(const struct obj_hooks *hooks);
 extern const struct obj_hooks *obj_hooks;
-void purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired */
+uint64_t purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired; returns the time (ms) */
 void purge_maybe_start_thread(void);
 void purge_after_fork_child(void);
 void purge_note_thread_exit(void); /* a thread of the program is exiting */
 /* The api's work for the background purger, run once per wake-up with no
  * folio lock held (the live statistics: a program that stopped allocating
  * still has them refreshed while the purger runs). */
-void purge_register_bg_work(void (*fn)(void));
+void purge_register_bg_work(void (*fn)(uint64_t now_ms));
 uint64_t purge_bg_interval_ms(void); /* how often the purger wakes; 0: it is not running */
 
 /* ---------------------------------------------------------------- reclaim */

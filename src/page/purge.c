@@ -27,9 +27,9 @@ void purge_register(const struct obj_hooks *hooks) { obj_hooks = hooks; }
 
 static size_t obj_held_bytes(void) { return obj_hooks->held_bytes ? obj_hooks->held_bytes() : 0; }
 
-static void (*_Atomic bg_work)(void);
+static void (*_Atomic bg_work)(uint64_t now_ms);
 
-void purge_register_bg_work(void (*fn)(void)) { atomic_store(&bg_work, fn); }
+void purge_register_bg_work(void (*fn)(uint64_t now_ms)) { atomic_store(&bg_work, fn); }
 
 uint64_t purge_bg_interval_ms(void) {
     return atomic_load_explicit(&purge_thread_state, memory_order_relaxed) == 1 ? tick_interval() : 0;
@@ -49,14 +49,14 @@ static void purge_now(size_t budget) {
     atomic_store_explicit(&purging, 0, memory_order_release);
 }
 
-void purge_tick(void) {
+uint64_t purge_tick(void) {
     uint64_t now = os_now_ms();
     uint64_t due = atomic_load_explicit(&next_purge_ms, memory_order_relaxed);
-    if (now < due) return;
-    if (!atomic_compare_exchange_strong_explicit(&next_purge_ms, &due, now + tick_interval(),
-                                                 memory_order_relaxed, memory_order_relaxed))
-        return;
-    purge_now((size_t)64 << 20);
+    if (now < due) return now;
+    if (atomic_compare_exchange_strong_explicit(&next_purge_ms, &due, now + tick_interval(),
+                                                memory_order_relaxed, memory_order_relaxed))
+        purge_now((size_t)64 << 20);
+    return now;
 }
 
 /* The purger sleeps a tick at a time on purge_wake; a program thread that
@@ -86,8 +86,8 @@ static void *purge_main(void *arg) {
             purge_now(0);
             next = now + tick_interval();
         }
-        void (*work)(void) = atomic_load_explicit(&bg_work, memory_order_relaxed);
-        if (work) work();
+        void (*work)(uint64_t) = atomic_load_explicit(&bg_work, memory_order_relaxed);
+        if (work) work(now);
     }
     bg_leave();
     return NULL; /* the program's threads are gone: glibc ends the process */
