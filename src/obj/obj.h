@@ -9,7 +9,8 @@
  *    SPAN_TAKEN, its pages still mapped to it) for a new thread's slab_new,
  *    or for the purger to give it back;
  *  - any other thread frees an object with one atomic push onto
- *    s->thread_free; the owner takes the whole list with one exchange;
+ *    s->thread_free; the owner takes the whole list and its length with one
+ *    exchange;
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
  *    list with no remote frees waiting: the first remote free onto a full slab
  *    sees the tag and tells the owner (one bit in heap->full_freed);
@@ -72,6 +73,18 @@ size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new one
 void heap_trim_current(void);
 
 #define SLAB_FULL_TAG ((uintptr_t)1)
+/* thread_free's word: the remote list's head in the low 48 bits (arenas
+ * lie below 2^48), its length in the high 16 (a slab holds fewer than 2^16
+ * objects: classes_init checks), so the owner takes a list and its length
+ * in one exchange; 0 and SLAB_FULL_TAG are the empty list. */
+#define SLAB_REMOTE_SHIFT 48
+static inline void *slab_remote_head(uintptr_t tf) {
+    return tf == SLAB_FULL_TAG ? NULL : (void *)(tf & (((uintptr_t)1 << SLAB_REMOTE_SHIFT) - 1));
+}
+static inline uint32_t slab_remote_count(uintptr_t tf) { return (uint32_t)(tf >> SLAB_REMOTE_SHIFT); }
+static inline uintptr_t slab_remote_push(uintptr_t tf, const void *p) {
+    return (uintptr_t)p | ((uintptr_t)(slab_remote_count(tf) + 1) << SLAB_REMOTE_SHIFT);
+}
 
 struct bin {
     struct span *cur;     /* slab being allocated from (never NULL: &span_empty) */
@@ -181,6 +194,7 @@ static inline void *small_alloc_fast(size_t n) {
         uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
         if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)p) return slab_link_fault(p);
         s->free = (void *)(d ^ (uintptr_t)p);
+        __builtin_prefetch(s->free, 1); /* the next pop reads its link: start the miss now */
         p[1] = NULL;
         s->used++;
         HEAP_COUNT(b->allocs, 1);

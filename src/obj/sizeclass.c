@@ -31,6 +31,7 @@ void classes_init(void) {
         classes[c].pages = pages;
         classes[c].capacity = (uint32_t)(((size_t)pages << PAGE_SHIFT) / size);
         classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
+        if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);
     }
     for (unsigned i = 0; i <= 64; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
 }

@@ -52,20 +52,27 @@ _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid poin
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
 /* Move the objects other threads freed onto s->free.  Returns how many.
- * The walk checks each link as a pop does (slab_link_next), and that the
- * list holds no more objects than s->used counts (a cycle); the head came
- * from slab_remote_free, whose caller checked it. */
+ * The remote list's head word carries its length (slab_remote_count), so
+ * when s->free is empty (the allocation path's case) the list becomes
+ * s->free whole, without touching its objects: each link is checked when a
+ * pop follows it (slab_link_next), and the count is checked against s->used.
+ * Otherwise the walk to the list's tail checks each link the same way. */
 static uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
-    uint32_t used = s->used, n = 1;
-    void *tail = (void *)tf;
-    for (void *next; (next = slab_link_next(tail)) != NULL; tail = next, n++)
-        if (n >= used) slab_bad_link(tail);
-    *(uintptr_t *)tail = slab_link_encode(slab_tag(tail), s->free);
-    s->free = (void *)tf;
+    void *head = slab_remote_head(tf);
+    uint32_t used = s->used, n = slab_remote_count(tf);
+    if (n == 0 || n > used) slab_bad_link(head);
+    if (s->free) {
+        void *tail = head;
+        for (uint32_t k = 1; k < n; k++)
+            if (!(tail = slab_link_next(tail))) slab_bad_link(head);
+        if (slab_link_next(tail) != NULL) slab_bad_link(tail);
+        *(uintptr_t *)tail = slab_link_encode(slab_tag(tail), s->free);
+    }
+    s->free = head;
     s->used = used - n;
     return n;
 }
@@ -447,10 +454,11 @@ void slab_remote_free(struct span *s, void *p) {
     struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     unsigned c = s->cls;
     w[1] = tag;
-    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
     do {
-        w[0] = slab_link_encode(tag, old == SLAB_FULL_TAG ? NULL : (void *)old);
-    } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
+        w[0] = slab_link_encode(tag, slab_remote_head(old));
+        head = slab_remote_push(old, p);
+    } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
                                                     memory_order_release, memory_order_relaxed));
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
@@ -679,8 +687,8 @@ static size_t check_list(const struct span *s, const void *p, uint32_t limit, bo
  * the owner's, so used + free list + bump area == capacity holds exactly.
  * Other threads may push onto thread_free meanwhile, but only at its head:
  * the list from one snapshot of the head stays as it is until the owner
- * collects it, and every object on it is counted in used, so its length is
- * at most used. */
+ * collects it, every object on it is counted in used, so its length is at
+ * most used, and the snapshot's count is that length. */
 static size_t check_slab(const struct heap *h, unsigned c, const struct span *s, bool on_full) {
     size_t bad = 0;
     bad += span_kind(s) != SPAN_SLAB;
@@ -695,7 +703,8 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
     bad += s->used > s->capacity || (uint64_t)s->used + nfree + bump_objs != s->capacity;
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
     if (tf != SLAB_FULL_TAG) {
-        bad += check_list(s, (const void *)tf, s->used, true, &nremote);
+        bad += check_list(s, slab_remote_head(tf), s->used, true, &nremote);
+        bad += nremote != slab_remote_count(tf); /* the head's count is the list's length */
     } else {
         bad += !on_full;
     }
