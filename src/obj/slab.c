@@ -51,28 +51,31 @@ static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
-/* Move the objects other threads freed onto s->free.  Returns how many.
- * The remote list's head word carries its length (slab_remote_count), so
- * when s->free is empty (the allocation path's case) the list becomes
- * s->free whole, without touching its objects: each link is checked when a
- * pop follows it (slab_link_next), and the count is checked against s->used.
- * Otherwise the walk to the list's tail checks each link the same way. */
+/* Take the objects other threads freed back into s.  Returns how many.
+ * The remote list's head word carries its length (slab_remote_count), so no
+ * object of it is read here: when s->free is empty (the allocation path's
+ * case) the list becomes s->free whole, each link checked when a pop
+ * follows it (slab_link_next); when the list holds every object s->used
+ * counts, s is empty and starts over (every object back in the bump area);
+ * otherwise the list stays where it is until one of those holds (s has
+ * free objects meanwhile, and a slab with objects in use is not empty
+ * whatever the list's length), so no path walks a list of cold objects. */
 static uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    uint32_t used = s->used;
+    if (s->free && slab_remote_count(tf) < used) return 0; /* deferred */
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
     void *head = slab_remote_head(tf);
-    uint32_t used = s->used, n = slab_remote_count(tf);
+    uint32_t n = slab_remote_count(tf);
     if (n == 0 || n > used) slab_bad_link(head);
-    if (s->free) {
-        void *tail = head;
-        for (uint32_t k = 1; k < n; k++)
-            if (!(tail = slab_link_next(tail))) slab_bad_link(head);
-        if (slab_link_next(tail) != NULL) slab_bad_link(tail);
-        *(uintptr_t *)tail = slab_link_encode(slab_tag(tail), s->free);
+    if (!s->free) {
+        s->free = head;
+    } else { /* n == used: nothing of s is in use */
+        s->free = NULL;
+        s->bump = s->start;
     }
-    s->free = head;
     s->used = used - n;
     return n;
 }
