@@ -99,7 +99,6 @@ enum lock_rank {
     LOCK_RANK_CLEAR_INIT, /* the clearing engine's start-up */
     LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
     LOCK_RANK_HEAPS,      /* the registry of thread heaps */
-    LOCK_RANK_ABANDONED,  /* slabs of exited threads */
     LOCK_RANK_HUGE,       /* huge extents and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_ZONE,       /* the zone's buddy lists */
@@ -212,5 +211,47 @@ void bg_leave(void);        /* last thing it does */
 bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
 void bg_after_fork_child(void);
 
+
+/* ---------------------------------------------------------------- lock-free stacks
+ * A stack of nodes (at addresses below 2^48) linked through a pointer at
+ * byte offset `off` of each node, for lists that threads share without a
+ * lock.  The head word holds the top node's address and, above it, a count
+ * of changes, so that a pop that read a stale link fails its exchange
+ * (ABA).  Nodes must never be unmapped (folio's descriptors and heaps are
+ * not): a pop may read the link of a node another thread has just taken,
+ * a benign race hidden from ThreadSanitizer. */
+typedef _Atomic uint64_t lf_stack;
+#define LF_PTR (((uint64_t)1 << 48) - 1)
+static inline void *lf_top(uint64_t w) { return (void *)(uintptr_t)(w & LF_PTR); }
+static inline uint64_t lf_word(uint64_t old, const void *top) {
+    return (uint64_t)(uintptr_t)top | ((old | LF_PTR) + 1);
+}
+static inline void **lf_link(void *node, size_t off) { return (void **)((char *)node + off); }
+/* push the chain first..last, linked through their links */
+static inline void lf_push(lf_stack *st, void *first, void *last, size_t off) {
+    uint64_t old = atomic_load_explicit(st, memory_order_relaxed);
+    do *lf_link(last, off) = lf_top(old);
+    while (!atomic_compare_exchange_weak_explicit(st, &old, lf_word(old, first), memory_order_release,
+                                                  memory_order_relaxed));
+}
+#if defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize("thread"), noinline, unused)) static void *lf_next_racy(void *n, size_t off) {
+    return *(void *volatile *)lf_link(n, off);
+}
+#else
+static inline void *lf_next_racy(void *n, size_t off) { return *(void *volatile *)lf_link(n, off); }
+#endif
+static inline void *lf_pop(lf_stack *st, size_t off) {
+    uint64_t old = atomic_load_explicit(st, memory_order_acquire);
+    for (;;) {
+        void *n = lf_top(old);
+        if (!n) return NULL;
+        void *next = lf_next_racy(n, off);
+        if (atomic_compare_exchange_weak_explicit(st, &old, lf_word(old, next), memory_order_acquire,
+                                                  memory_order_acquire))
+            return n;
+    }
+}
+static inline bool lf_empty(lf_stack *st) { return !lf_top(atomic_load_explicit(st, memory_order_relaxed)); }
 
 #endif

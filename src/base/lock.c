@@ -26,7 +26,7 @@ void lock_slow(lock_t *l) {
 static const char *const rank_name[LOCK_RANK_COUNT] = {
     [LOCK_RANK_NONE] = "unranked",       [LOCK_RANK_INIT] = "init",
     [LOCK_RANK_CLEAR_INIT] = "clear-init", [LOCK_RANK_CLEAR_MT] = "clear-mt",
-    [LOCK_RANK_HEAPS] = "heaps",         [LOCK_RANK_ABANDONED] = "abandoned",
+    [LOCK_RANK_HEAPS] = "heaps",
     [LOCK_RANK_HUGE] = "huge",           [LOCK_RANK_PAGESET] = "pageset",
     [LOCK_RANK_ZONE] = "zone",           [LOCK_RANK_META] = "meta",
 };

@@ -3,6 +3,7 @@
  * obj.h. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 
 #include "obj.h"
@@ -15,7 +16,12 @@ uint8_t bin_word_small[65]; /* all 0 before slab_init: bin 0 of heap_none, empty
 
 /* heap registry (stats, reuse of exited threads' heaps) */
 static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
-static struct heap *heaps_all, *heaps_free;
+static struct heap *heaps_all; /* every heap struct, under heap_lock */
+/* heaps of exited threads, for the next ones: a starting thread takes one
+ * without a lock (heap_lock only registers a new struct, and folds an
+ * exiting heap's counts into the dead ones for the report) */
+static lf_stack heaps_free;
+#define HEAP_NEXT offsetof(struct heap, free_next)
 static struct heap_counts dead_counts; /* large-block counts of heaps whose thread exited */
 /* large blocks of threads without a heap */
 static struct {
@@ -30,19 +36,20 @@ void heap_count_large_shared(uint64_t allocs, uint64_t bytes, uint64_t frees, ui
 }
 static uint64_t dead_allocs[NCLASSES], dead_frees[NCLASSES]; /* their per-class counts */
 
-/* abandoned slabs, per class, waiting for a live thread to adopt them */
-static lock_t abandoned_lock = LOCK_INIT(LOCK_RANK_ABANDONED);
-static struct span *abandoned[NCLASSES];
+/* abandoned slabs, per class, waiting for a live thread to adopt them
+ * (lock-free stacks: no lock that every starting or exiting thread takes) */
+static lf_stack abandoned[NCLASSES];
+#define SPAN_NEXT offsetof(struct span, next)
 
 /* Spare slabs: empty slabs that exited threads left (their own, and the
- * abandoned ones their objects' frees emptied), by page order, newest first,
- * under abandoned_lock; their pages still map to them.  A starting thread
+ * abandoned ones their objects' frees emptied), by page order, on lock-free
+ * stacks; their pages still map to them.  A starting thread
  * takes its slabs from here before the page heap, so thread churn does not
  * cycle pages through the pagesets and the zone, where each freed page would
  * stay resident for the purge delay while the next thread's slabs come from
  * elsewhere.  The purger purges and gives back the ones no thread took
  * within a quarter of the delay. */
-static struct span *spare[PCP_MAX_ORDER + 1];
+static lf_stack spare[PCP_MAX_ORDER + 1];
 static _Atomic size_t spare_pages;
 
 static pthread_key_t heap_key;
@@ -111,40 +118,26 @@ static void empty_cache_drain(struct heap *h) {
 }
 
 /* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
- * heap's cache) goes to the spare lists; abandoned_lock held. */
-static void spare_put_locked(struct span *s, uint64_t now) {
-    span_set_kind(s, SPAN_TAKEN);
-    s->flags = 0;
-    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    unsigned o = (unsigned)__builtin_ctz(s->npages);
-    s->freed_at = now;
-    s->next = spare[o];
-    __atomic_store_n(&spare[o], s, __ATOMIC_RELAXED);
-    atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
-}
-
+ * heap's cache) goes to the spare lists. */
 static void spare_put(struct span *s) {
     if (opt.purge_delay_ms == 0) { /* nothing is kept */
         retire(NULL, s);
         return;
     }
-    uint64_t now = os_now_ms();
-    lock_acquire(&abandoned_lock);
-    spare_put_locked(s, now);
-    lock_release(&abandoned_lock);
+    span_set_kind(s, SPAN_TAKEN);
+    s->flags = 0;
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    s->freed_at = os_now_ms();
+    atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
+    lf_push(&spare[__builtin_ctz(s->npages)], s, s, SPAN_NEXT);
 }
 
 /* A spare slab of npages pages (its pages still map to it), or NULL. */
 static struct span *spare_get(uint32_t npages) {
-    unsigned o = (unsigned)__builtin_ctz(npages);
-    if (!__atomic_load_n(&spare[o], __ATOMIC_RELAXED)) return NULL;
-    lock_acquire(&abandoned_lock);
-    struct span *s = spare[o];
-    if (s) {
-        __atomic_store_n(&spare[o], s->next, __ATOMIC_RELAXED);
-        atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
-    }
-    lock_release(&abandoned_lock);
+    lf_stack *st = &spare[__builtin_ctz(npages)];
+    if (lf_empty(st)) return NULL;
+    struct span *s = lf_pop(st, SPAN_NEXT);
+    if (s) atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
     return s;
 }
 
@@ -157,23 +150,24 @@ size_t slab_spare_bytes(void) {
 static void spare_trim(uint64_t min_age_ms) {
     struct span *old = NULL;
     uint64_t now = os_now_ms();
-    lock_acquire(&abandoned_lock);
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
-        struct span **pp = &spare[o];
-        while (*pp && now - (*pp)->freed_at < min_age_ms) pp = &(*pp)->next;
-        struct span *tail = *pp; /* newest first: the rest is older */
-        __atomic_store_n(pp, NULL, __ATOMIC_RELAXED);
-        while (tail) {
-            struct span *s = tail;
-            tail = s->next;
-            atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
-            s->next = old;
-            old = s;
+        if (lf_empty(&spare[o])) continue;
+        struct span *young = NULL, *young_last = NULL, *s;
+        while ((s = lf_pop(&spare[o], SPAN_NEXT))) {
+            if (now - s->freed_at < min_age_ms) {
+                s->next = young;
+                young = s;
+                if (!young_last) young_last = s;
+            } else {
+                atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+                s->next = old;
+                old = s;
+            }
         }
+        if (young) lf_push(&spare[o], young, young_last, SPAN_NEXT);
     }
-    lock_release(&abandoned_lock);
-    /* outside the lock: returning pages may run the purger, which comes
-     * back here */
+    /* returning pages may run the purger, which comes back here: the
+     * spans taken are this call's alone by then */
     while (old) {
         struct span *s = old;
         old = s->next;
@@ -263,11 +257,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
 /* Adopt a slab of class c left by an exited thread. */
 static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
     for (;;) {
-        if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) return NULL;
-        lock_acquire(&abandoned_lock);
-        struct span *s = abandoned[c];
-        if (s) __atomic_store_n(&abandoned[c], s->next, __ATOMIC_RELAXED);
-        lock_release(&abandoned_lock);
+        if (lf_empty(&abandoned[c])) return NULL;
+        struct span *s = lf_pop(&abandoned[c], SPAN_NEXT);
         if (!s) return NULL;
         s->next = s->prev = NULL;
         atomic_store_explicit(&s->owner, h, memory_order_release);
@@ -305,10 +296,7 @@ static void reclaim_emptied(unsigned budget);
 #define RECLAIM_PER_EXIT 128 /* abandoned slabs a thread exit looks at */
 
 static struct heap *heap_create(void) {
-    lock_acquire(&heap_lock);
-    struct heap *h = heaps_free;
-    if (h) heaps_free = h->free_next;
-    lock_release(&heap_lock);
+    struct heap *h = lf_pop(&heaps_free, HEAP_NEXT);
     if (!h) {
         h = meta_alloc(sizeof *h);
         if (!h) return NULL;
@@ -326,10 +314,8 @@ static struct heap *heap_create(void) {
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->empty = NULL;
     h->nr_empty = 0;
-    /* heap_counts reads a heap's counters once it is live, under this lock */
-    lock_acquire(&heap_lock);
-    h->live = true;
-    lock_release(&heap_lock);
+    /* heap_counts reads a heap's counters once it sees it live */
+    __atomic_store_n(&h->live, true, __ATOMIC_RELEASE);
     tl_heap = h;
     pthread_setspecific(heap_key, h);
     return h;
@@ -501,11 +487,7 @@ static void heap_abandon(struct heap *h) {
                 continue;
             }
             atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
-            collect(s); /* frees that raced with the owner change */
-            lock_acquire(&abandoned_lock);
-            s->next = abandoned[c];
-            __atomic_store_n(&abandoned[c], s, __ATOMIC_RELAXED);
-            lock_release(&abandoned_lock);
+            lf_push(&abandoned[c], s, s, SPAN_NEXT);
         }
     }
     while (h->empty) {
@@ -525,10 +507,9 @@ static void heap_abandon(struct heap *h) {
     dead_counts.large_frees += h->large_frees;
     dead_counts.large_pages += h->large_pages;
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
-    h->live = false;
-    h->free_next = heaps_free;
-    heaps_free = h;
+    __atomic_store_n(&h->live, false, __ATOMIC_RELAXED);
     lock_release(&heap_lock);
+    lf_push(&heaps_free, h, h, HEAP_NEXT);
     /* the frees of this thread (and of the others) emptied abandoned slabs:
      * spare them for the threads to come, a bounded share per exit */
     reclaim_emptied(RECLAIM_PER_EXIT);
@@ -544,31 +525,30 @@ static void heap_thread_exit(void *arg) {
 }
 
 /* Move abandoned slabs whose objects have all been freed to the spare lists
- * (no thread adopts them otherwise): up to `budget` slabs, from where the
- * last call stopped (0: every list). */
+ * (no thread adopts them otherwise): up to `budget` slabs (0: every one),
+ * round robin over the classes.  Each slab looked at is popped, so it is
+ * this call's alone meanwhile (an adopter may take the others); the ones
+ * still in use go back on top of their stack. */
 static void reclaim_emptied(unsigned budget) {
-    static unsigned next_class; /* under abandoned_lock */
-    uint64_t now = os_now_ms();
-    unsigned left = budget;
-    lock_acquire(&abandoned_lock);
-    unsigned c = budget ? next_class : 0;
-    for (unsigned k = 0; k < NCLASSES; k++, c = (c + 1) % NCLASSES) {
-        struct span **pp = &abandoned[c];
-        while (*pp) {
-            if (budget && left-- == 0) goto out;
-            struct span *s = *pp;
+    static _Atomic unsigned next_class;
+    unsigned left = budget ? budget : UINT_MAX;
+    unsigned c = budget ? atomic_load_explicit(&next_class, memory_order_relaxed) % NCLASSES : 0;
+    for (unsigned k = 0; k < NCLASSES && left; k++, c = (c + 1) % NCLASSES) {
+        struct span *keep = NULL, *keep_last = NULL, *s;
+        while (left && (s = lf_pop(&abandoned[c], SPAN_NEXT))) {
+            left--;
             collect(s);
             if (s->used == 0) {
-                __atomic_store_n(pp, s->next, __ATOMIC_RELAXED);
-                spare_put_locked(s, now);
-            } else {
-                pp = &s->next;
+                spare_put(s);
+                continue;
             }
+            s->next = keep;
+            keep = s;
+            if (!keep_last) keep_last = s;
         }
+        if (keep) lf_push(&abandoned[c], keep, keep_last, SPAN_NEXT);
     }
-out:
-    next_class = c;
-    lock_release(&abandoned_lock);
+    if (budget) atomic_store_explicit(&next_class, c, memory_order_relaxed);
 }
 
 /* The purger's share: every emptied abandoned slab to the spare lists, and
@@ -610,7 +590,7 @@ void heap_counts(struct heap_counts *hc) {
         frees[c] = dead_frees[c] + atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
     }
     for (struct heap *h = heaps_all; h; h = h->all_next) {
-        if (!h->live) continue;
+        if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
         for (unsigned c = 0; c < NCLASSES; c++) {
             allocs[c] += __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
             frees[c] += __atomic_load_n(&h->frees[c], __ATOMIC_RELAXED);
@@ -651,18 +631,13 @@ void heap_trim_current(void) {
     empty_cache_drain(h);
 }
 
-void heap_lock_all(void) {
-    lock_acquire(&heap_lock);
-    lock_acquire(&abandoned_lock);
-}
+/* fork: the lock-free stacks need nothing (a span or heap another thread
+ * held in the middle of a push or pop is lost to the child, as that
+ * thread's own heap is) */
+void heap_lock_all(void) { lock_acquire(&heap_lock); }
 void heap_unlock_all(bool child) {
-    if (child) {
-        lock_reset(&abandoned_lock);
-        lock_reset(&heap_lock);
-    } else {
-        lock_release(&abandoned_lock);
-        lock_release(&heap_lock);
-    }
+    if (child) lock_reset(&heap_lock);
+    else lock_release(&heap_lock);
 }
 
 /* ---- invariants (obj.h), checked by the owner ---- */
