@@ -32,6 +32,7 @@ void live_after_fork_child(void);
  * lock held. */
 static inline void api_tick(void) {
     uint64_t now = purge_tick();
+    heap_decay_current(now);
     purge_maybe_start_thread();
     /* while the purger wakes often enough, it publishes: no program thread
      * pays for a snapshot inside its malloc */

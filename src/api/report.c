@@ -88,6 +88,12 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "small_bytes", s.hc.small_bytes);
     kv(&b, "large_allocs", s.hc.large_allocs);
     kv(&b, "large_bytes", s.hc.large_bytes);
+    kv(&b, "remote_frees", s.hc.remote_frees);
+    kv(&b, "remote_collects", s.hc.remote_collects);
+    kv(&b, "remote_collected", s.hc.remote_collected);
+    kv(&b, "heap_slab_cache_hits", s.hc.slab_cache_hits);
+    kv(&b, "heap_slab_cache_raises", s.hc.slab_cache_raises);
+    kv(&b, "heap_slab_cache_high_peak", s.hc.slab_cache_high_peak);
     kv(&b, "huge_allocs", s.hs.allocs);
     kv(&b, "huge_bytes", s.hs.bytes);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);

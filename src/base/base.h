@@ -176,7 +176,10 @@ static inline void lock_reset(lock_t *l) {
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
       "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
     X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
-      "empty slabs a thread keeps for reuse before returning them to the page heap")          \
+      "empty slabs a thread keeps for reuse at least (its cache's high never decays below)")  \
+    X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
+      "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
+      "gave the page heap and had to take back, and halves each purge delay without a miss")  \
     X(clear, "FOLIO_CLEAR", 0,                                                                 \
       "clearing strategy: auto (0: measured per size and cache state), loop, stosb, nt, "     \
       "hybrid, pages, memset (a name or its folio_clear_strategy number)")                     \

@@ -56,6 +56,11 @@ struct heap_counts {
     uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
     uint64_t small_live_bytes; /* sum over classes of (allocs - frees) x class size */
     uint64_t large_pages;      /* pages of live large blocks (net, modulo 2^64 per heap) */
+    uint64_t remote_frees;     /* frees of another thread's objects (one push each) */
+    uint64_t remote_collects, remote_collected; /* lists an owner took back, and their objects */
+    uint64_t slab_cache_hits;  /* new slabs served from the thread's own cache of empty ones */
+    uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
+    uint64_t slab_cache_high_peak; /* the highest high any thread's cache reached */
 };
 /* The slow paths.  They run no maintenance; they tell the caller when to
  * run the tick: before a new slab is taken from the page heap (alloc:
@@ -71,6 +76,7 @@ void heap_unlock_all(bool child);
 void slab_reclaim_abandoned(void);
 size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new ones */
 void heap_trim_current(void);
+void heap_decay_current(uint64_t now_ms); /* the calling thread's slab cache: see struct heap */
 
 #define SLAB_FULL_TAG ((uintptr_t)1)
 /* thread_free's word: the remote list's head in the low 48 bits (arenas
@@ -102,8 +108,17 @@ struct heap {
     uint64_t frees[NCLASSES];
     uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
     uint64_t large_pages; /* net: pages allocated minus pages freed by this thread */
+    uint64_t remote_frees, remote_collects, remote_collected, slab_cache_hits, slab_cache_raises;
+    uint64_t slab_cache_high_peak;
     struct span *empty; /* retired slabs kept for reuse */
     long nr_empty;
+    /* the cache's high: between opt.heap_empty_slabs and opt.heap_empty_max,
+     * raised on a miss by the slabs given to the page heap since the last
+     * one (the burst it did not hold), halved by heap_decay_current after a
+     * purge delay without a miss */
+    long empty_high, empty_given;
+    bool empty_missed;
+    uint64_t empty_decay_at;
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */
@@ -128,8 +143,10 @@ extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_ini
  * an aligned 8-byte store is never torn on the machines folio runs on. */
 #if defined(__SANITIZE_THREAD__)
 #define HEAP_COUNT(field, v) __atomic_store_n(&(field), (field) + (v), __ATOMIC_RELAXED)
+#define HEAP_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 #else
 #define HEAP_COUNT(field, v) ((field) += (v))
+#define HEAP_SET(field, v) ((field) = (v))
 #endif
 
 /* Large blocks are counted by the thread that allocates or frees them, in

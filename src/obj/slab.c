@@ -84,6 +84,11 @@ static uint32_t collect(struct span *s) {
         s->bump = s->start;
     }
     s->used = used - n;
+    struct heap *h = heap_current();
+    if (h) {
+        HEAP_COUNT(h->remote_collects, 1);
+        HEAP_COUNT(h->remote_collected, n);
+    }
     return n;
 }
 
@@ -96,12 +101,13 @@ static void retire(struct heap *h, struct span *s) {
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    if (h && h->nr_empty < opt.heap_empty_slabs) {
+    if (h && h->nr_empty < h->empty_high) {
         s->next = h->empty;
         h->empty = s;
         h->nr_empty++;
         return;
     }
+    if (h) h->empty_given++;
     span_map_pages(s, NULL, s->page_idx, s->npages);
     page_free(s);
 }
@@ -115,6 +121,31 @@ static void empty_cache_drain(struct heap *h) {
         page_free(s);
     }
     h->nr_empty = 0;
+}
+
+/* The cache's decay, run by the maintenance tick of the calling thread
+ * (only the owner touches its cache): once per purge delay, a cache that
+ * had no miss halves its high, and the slabs above it go to the page
+ * heap, so a burst's slabs are given back once bursts stop. */
+void heap_decay_current(uint64_t now) {
+    struct heap *h = heap_current();
+    if (!h || now < h->empty_decay_at) return;
+    bool first = h->empty_decay_at == 0;
+    h->empty_decay_at = now + (opt.purge_delay_ms ? (uint64_t)opt.purge_delay_ms : 1000);
+    if (first) return;
+    if (!h->empty_missed) {
+        long high = h->empty_high / 2;
+        HEAP_SET(h->empty_high, high < opt.heap_empty_slabs ? opt.heap_empty_slabs : high);
+        while (h->nr_empty > h->empty_high) {
+            struct span *s = h->empty;
+            h->empty = s->next;
+            h->nr_empty--;
+            span_map_pages(s, NULL, s->page_idx, s->npages);
+            page_free(s);
+        }
+    }
+    h->empty_missed = false;
+    h->empty_given = 0;
 }
 
 /* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
@@ -228,8 +259,18 @@ static struct span *slab_new(struct heap *h, unsigned c) {
             s = *pp;
             *pp = s->next;
             h->nr_empty--;
+            HEAP_COUNT(h->slab_cache_hits, 1);
             break;
         }
+    if (!s && h->empty_given) { /* a burst deeper than the cache: hold it next time */
+        long high = h->empty_high + h->empty_given;
+        if (high > opt.heap_empty_max) high = opt.heap_empty_max;
+        HEAP_SET(h->empty_high, high < opt.heap_empty_slabs ? opt.heap_empty_slabs : high);
+        h->empty_given = 0;
+        h->empty_missed = true;
+        HEAP_COUNT(h->slab_cache_raises, 1);
+        if ((uint64_t)h->empty_high > h->slab_cache_high_peak) HEAP_SET(h->slab_cache_high_peak, (uint64_t)h->empty_high);
+    }
     if (!s) s = spare_get(ci->pages);
     bool mapped = s != NULL; /* from a cache: its pages still map to it */
     if (!s) {
@@ -264,7 +305,7 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         if (s->used == 0) {
-            if (h->nr_empty < opt.heap_empty_slabs) retire(h, s);
+            if (h->nr_empty < h->empty_high) retire(h, s);
             else spare_put(s);
             continue;
         }
@@ -312,8 +353,15 @@ static struct heap *heap_create(void) {
         h->frees[c] = 0;
     }
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
+    h->remote_frees = h->remote_collects = h->remote_collected = 0;
+    h->slab_cache_hits = h->slab_cache_raises = 0;
+    h->slab_cache_high_peak = (uint64_t)opt.heap_empty_slabs;
     h->empty = NULL;
     h->nr_empty = 0;
+    HEAP_SET(h->empty_high, opt.heap_empty_slabs);
+    h->empty_given = 0;
+    h->empty_missed = false;
+    h->empty_decay_at = 0;
     /* heap_counts reads a heap's counters once it sees it live */
     __atomic_store_n(&h->live, true, __ATOMIC_RELEASE);
     tl_heap = h;
@@ -453,8 +501,12 @@ void slab_remote_free(struct span *s, void *p) {
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
     struct heap *h = heap_current();
-    if (h) HEAP_COUNT(h->frees[c], 1);
-    else atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
+    if (h) {
+        HEAP_COUNT(h->frees[c], 1);
+        HEAP_COUNT(h->remote_frees, 1);
+    } else {
+        atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
+    }
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
@@ -507,6 +559,15 @@ static void heap_abandon(struct heap *h) {
     dead_counts.large_frees += h->large_frees;
     dead_counts.large_pages += h->large_pages;
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
+    dead_counts.remote_frees += h->remote_frees;
+    dead_counts.remote_collects += h->remote_collects;
+    dead_counts.remote_collected += h->remote_collected;
+    dead_counts.slab_cache_hits += h->slab_cache_hits;
+    dead_counts.slab_cache_raises += h->slab_cache_raises;
+    if (h->slab_cache_high_peak > dead_counts.slab_cache_high_peak)
+        dead_counts.slab_cache_high_peak = h->slab_cache_high_peak;
+    h->remote_frees = h->remote_collects = h->remote_collected = 0;
+    h->slab_cache_hits = h->slab_cache_raises = 0;
     __atomic_store_n(&h->live, false, __ATOMIC_RELAXED);
     lock_release(&heap_lock);
     lf_push(&heaps_free, h, h, HEAP_NEXT);
@@ -599,6 +660,13 @@ void heap_counts(struct heap_counts *hc) {
         hc->large_bytes += __atomic_load_n(&h->large_bytes, __ATOMIC_RELAXED);
         hc->large_frees += __atomic_load_n(&h->large_frees, __ATOMIC_RELAXED);
         hc->large_pages += __atomic_load_n(&h->large_pages, __ATOMIC_RELAXED);
+        hc->remote_frees += __atomic_load_n(&h->remote_frees, __ATOMIC_RELAXED);
+        hc->remote_collects += __atomic_load_n(&h->remote_collects, __ATOMIC_RELAXED);
+        hc->remote_collected += __atomic_load_n(&h->remote_collected, __ATOMIC_RELAXED);
+        hc->slab_cache_hits += __atomic_load_n(&h->slab_cache_hits, __ATOMIC_RELAXED);
+        hc->slab_cache_raises += __atomic_load_n(&h->slab_cache_raises, __ATOMIC_RELAXED);
+        uint64_t high = __atomic_load_n(&h->slab_cache_high_peak, __ATOMIC_RELAXED);
+        if (high > hc->slab_cache_high_peak) hc->slab_cache_high_peak = high;
     }
     lock_release(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
@@ -725,6 +793,6 @@ size_t slab_check_current(void) {
         if (++n > h->nr_empty) break;
         bad += span_kind(s) != SPAN_TAKEN || atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL;
     }
-    bad += n != h->nr_empty || h->nr_empty > opt.heap_empty_slabs;
+    bad += n != h->nr_empty || h->nr_empty > h->empty_high || h->empty_high > opt.heap_empty_max;
     return bad;
 }
