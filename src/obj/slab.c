@@ -265,10 +265,12 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     if (!s && h->empty_given) { /* a burst deeper than the cache: hold it next time */
         long high = h->empty_high + h->empty_given;
         if (high > opt.heap_empty_max) high = opt.heap_empty_max;
-        HEAP_SET(h->empty_high, high < opt.heap_empty_slabs ? opt.heap_empty_slabs : high);
+        if (high > h->empty_high) {
+            HEAP_SET(h->empty_high, high);
+            HEAP_COUNT(h->slab_cache_raises, 1);
+        }
         h->empty_given = 0;
         h->empty_missed = true;
-        HEAP_COUNT(h->slab_cache_raises, 1);
         if ((uint64_t)h->empty_high > h->slab_cache_high_peak) HEAP_SET(h->slab_cache_high_peak, (uint64_t)h->empty_high);
     }
     if (!s) s = spare_get(ci->pages);
@@ -648,7 +650,9 @@ void heap_counts(struct heap_counts *hc) {
     hc->large_pages += atomic_load_explicit(&heapless_large.pages, memory_order_relaxed);
     for (unsigned c = 0; c < NCLASSES; c++) {
         allocs[c] = dead_allocs[c];
-        frees[c] = dead_frees[c] + atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
+        uint64_t heapless = atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
+        frees[c] = dead_frees[c] + heapless;
+        hc->remote_frees += heapless;
     }
     for (struct heap *h = heaps_all; h; h = h->all_next) {
         if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;

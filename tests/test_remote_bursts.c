@@ -1,0 +1,108 @@
+// folio-test: tsan
+/* test_remote_bursts: the counters behind issue 13's mechanisms.
+ *
+ * 1. Remote frees come back in lists: a producer allocates 20 rounds of
+ *    4,000 objects of 48 bytes, a consumer frees each round; the producer's
+ *    next allocations take the freed objects back.  Every remote free is
+ *    counted (remote_frees), and the owner takes them back in far fewer
+ *    exchanges than objects (remote_collected / remote_collects >= 8), and
+ *    reuses them: the producer's slabs do not grow with the rounds.
+ * 2. A burst deeper than a thread's slab cache raises its high: 30 bursts
+ *    of 300 blocks of 8 KiB, each freed whole, make the cache's high grow
+ *    past FOLIO_HEAP_EMPTY_SLABS but not past FOLIO_HEAP_EMPTY_MAX, and
+ *    later bursts take their slabs from the cache (heap_slab_cache_hits). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "api.h"
+
+#ifdef FOLIO_TEST_GLIBC
+int main(void)
+{
+    SKIP("folio's counters need folio");
+}
+#else
+
+enum { ROUNDS = 20, OBJECTS = 4000, BURSTS = 30, BURST = 300 };
+
+static void *objs[OBJECTS];
+
+static void *consume(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < OBJECTS; i++)
+        free(objs[i]);
+    return NULL;
+}
+
+static void remote_lists(void)
+{
+    uint64_t frees0 = report_u64("remote_frees"), collects0 = report_u64("remote_collects");
+    uint64_t collected0 = report_u64("remote_collected");
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < OBJECTS; i++) {
+            objs[i] = malloc(48);
+            CHECK(objs[i] != NULL, "malloc");
+            memset(objs[i], r, 48);
+        }
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, consume, NULL) == 0, "pthread_create");
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    }
+    uint64_t frees = report_u64("remote_frees") - frees0;
+    uint64_t collects = report_u64("remote_collects") - collects0;
+    uint64_t collected = report_u64("remote_collected") - collected0;
+    printf("remote frees %llu, collected %llu in %llu exchanges\n", (unsigned long long)frees,
+           (unsigned long long)collected, (unsigned long long)collects);
+    CHECK(frees >= (uint64_t)ROUNDS * OBJECTS, "remote_frees %llu < %d", (unsigned long long)frees,
+          ROUNDS * OBJECTS);
+    /* every round but the last is taken back by the next round's allocations */
+    CHECK(collected >= (uint64_t)(ROUNDS - 1) * OBJECTS / 2, "only %llu objects collected",
+          (unsigned long long)collected);
+    CHECK(collects > 0 && collected / collects >= 8, "%llu objects in %llu exchanges",
+          (unsigned long long)collected, (unsigned long long)collects);
+}
+
+static void bursts(void)
+{
+    static void *b[BURST];
+    uint64_t hits0 = report_u64("heap_slab_cache_hits");
+    for (int k = 0; k < BURSTS; k++) {
+        for (int i = 0; i < BURST; i++) {
+            b[i] = malloc(8192);
+            CHECK(b[i] != NULL, "malloc");
+            ((char *)b[i])[0] = (char)k;
+        }
+        for (int i = 0; i < BURST; i++)
+            free(b[i]);
+    }
+    uint64_t hits = report_u64("heap_slab_cache_hits") - hits0;
+    uint64_t peak = report_u64("heap_slab_cache_high_peak");
+    long floor = strtol(getenv("FOLIO_HEAP_EMPTY_SLABS"), NULL, 10);
+    long max = strtol(getenv("FOLIO_HEAP_EMPTY_MAX"), NULL, 10);
+    printf("bursts: cache hits %llu, high peak %llu (floor %ld, max %ld), raises %llu\n",
+           (unsigned long long)hits, (unsigned long long)peak, floor, max,
+           (unsigned long long)report_u64("heap_slab_cache_raises"));
+    CHECK(peak > (uint64_t)floor && peak <= (uint64_t)max, "high peak %llu outside (%ld, %ld]",
+          (unsigned long long)peak, floor, max);
+    /* a burst of 300 blocks spans dozens of slabs: once the high holds
+     * them, each later burst takes most of its slabs from the cache */
+    CHECK(hits >= (uint64_t)(BURSTS / 2) * (uint64_t)floor, "only %llu cache hits", (unsigned long long)hits);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    /* fixed bounds, whatever the environment says */
+    reexec_with_env(argv, "FOLIO_HEAP_EMPTY_SLABS", "4");
+    reexec_with_env(argv, "FOLIO_HEAP_EMPTY_MAX", "16");
+    remote_lists();
+    bursts();
+    return 0;
+}
+#endif
