@@ -640,6 +640,11 @@ void heap_trim_current(void) {
     empty_cache_drain(h);
 }
 
+void heap_visit_locks(lock_visit_fn *fn, void *ctx) {
+    fn(ctx, "heaps", -1, &heap_lock);
+    fn(ctx, "abandoned", -1, &abandoned_lock);
+}
+
 void heap_lock_all(void) {
     lock_acquire(&heap_lock);
     lock_acquire(&abandoned_lock);

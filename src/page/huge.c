@@ -337,6 +337,8 @@ void huge_stats(struct huge_stats *st) {
     st->live_bytes = atomic_load_explicit(&counts.live_bytes, memory_order_relaxed);
 }
 
+void huge_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "huge", -1, &huge_lock); }
+
 void huge_lock_all(void) { lock_acquire(&huge_lock); }
 void huge_unlock_all(bool child) {
     if (child) lock_reset(&huge_lock);
