@@ -209,7 +209,7 @@ static inline void lock_reset(lock_t *l) {
       "soft limit in bytes (K/M/G suffix): past 7/8 pagesets shrink toward high_min; past 15/16 all are capped there")  \
     X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
-      "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
+      "MiB of freed huge blocks kept resident for reuse (purged after the delay; address space is kept)")           \
     X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
       "empty slabs a thread keeps for reuse before returning them to the page heap")          \
     X(clear, "FOLIO_CLEAR", 0,                                                                 \

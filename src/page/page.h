@@ -117,7 +117,8 @@ size_t huge_usable(struct huge *h, void *p);
  * start (invalid), or a block that was freed (double free / freed pointer). */
 enum fault { FAULT_NONE, FAULT_INVALID, FAULT_FREED };
 enum fault huge_check(const struct huge *h, const void *p);
-size_t huge_purge(bool all);
+size_t huge_purge(bool all);  /* memory of cached blocks back; address space kept */
+size_t huge_release(void);      /* address space is short: unmap every range not in use */
 char *huge_fit_grid(char *r, size_t room, size_t old, size_t map); /* huge_realloc's alignment step */
 size_t huge_dirty_bytes(void);
 void huge_visit_locks(lock_visit_fn *fn, void *ctx);
@@ -125,6 +126,7 @@ void huge_lock_all(void);
 void huge_unlock_all(bool child);
 struct huge_stats {
     uint64_t mapped, cached, cache_hits, mremaps, purges, purged_bytes;
+    uint64_t reserved; /* address space of the regions (mapped: blocks in use and cached) */
     uint64_t allocs, bytes, frees, live_bytes; /* blocks; live_bytes: net, by mapping size */
 };
 void huge_stats(struct huge_stats *st);
