@@ -3,7 +3,8 @@
  * no mmap, munmap, mremap or mprotect call after a warm-up (issue 15: every
  * such call takes the kernel's mmap lock for writing).  4 threads malloc,
  * touch and free blocks of 16 KiB..256 MiB (log-uniform, each thread its
- * own seed), WARMUP rounds, then ROUNDS more while folio's own counters
+ * own seed), after holding the largest live set once (KEEP blocks of
+ * 256 MiB each at the same time), WARMUP rounds, then ROUNDS more while folio's own counters
  * (os_*_calls) must not move; once with the default huge cache, once with
  * FOLIO_HUGE_CACHE_MIB=0 (every free purged at once: memory goes back,
  * address space stays).  Blocks are filled at both ends and checked before
@@ -66,6 +67,15 @@ static void *work(void *arg)
     unsigned char tag = (unsigned char)(intptr_t)arg + 1;
     char *held[KEEP] = {0};
     size_t sizes[KEEP] = {0};
+    /* the largest live set first: every thread holds KEEP blocks of the
+     * largest size at once, so what follows needs no more in all */
+    for (int i = 0; i < KEEP; i++)
+        CHECK((held[i] = malloc(OPAQUE((size_t)256 << 20))) != NULL, "malloc(256 MiB)");
+    pthread_barrier_wait(&phase);
+    for (int i = 0; i < KEEP; i++) {
+        free(held[i]);
+        held[i] = NULL;
+    }
     for (int r = 0; r < WARMUP; r++)
         round_of(&seed, held, sizes, tag);
     pthread_barrier_wait(&phase); /* warm */
@@ -91,6 +101,7 @@ int main(int argc, char **argv)
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, work, (void *)(intptr_t)i) == 0, "pthread_create");
+    pthread_barrier_wait(&phase); /* the peak */
     pthread_barrier_wait(&phase);
     uint64_t c0 = calls(), mm0 = report_u64("os_mmap_calls"), mad0 = report_u64("os_madvise_calls");
     pthread_barrier_wait(&phase);

@@ -4,8 +4,12 @@
  * meta) with its acquisitions, contended acquisitions and hold time.  With
  * FOLIO_LOCK_STATS=1, 4 threads that take 64 KiB and 4 MiB blocks make the
  * zone's, the huge tier's and some pageset's counts grow and their hold
- * times positive; waits are counted whether or not holds are timed. */
+ * times positive; waits are counted whether or not holds are timed.  Huge
+ * blocks have one lock per CPU shard: threads pinned to two CPUs take two
+ * different ones. */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +70,28 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* a huge malloc and free on the CPU given */
+static void *on_cpu(void *arg)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET((int)(intptr_t)arg, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+        return NULL;
+    free(OPAQUE(malloc(OPAQUE((size_t)8 << 20))));
+    return arg;
+}
+
+/* acquisitions of huge shard idx's lock (0 when the report omits it) */
+static unsigned long long huge_shard_acquired(int idx)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "{\"name\": \"huge\", \"index\": %d, \"acquired\": ", idx);
+    folio_report_json(rep, sizeof rep);
+    char *s = strstr(rep, pat);
+    return s ? strtoull(s + strlen(pat), NULL, 10) : 0;
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -91,6 +117,26 @@ int main(int argc, char **argv)
           (unsigned long long)h.held_ns, (unsigned long long)p.held_ns, (unsigned long long)z.held_ns);
     /* the zone's own counters and its lock's agree on acquisitions */
     CHECK(report_u64("zone_lock_acquired") >= z.acquired, "zone_lock_acquired below the zone lock's count");
+    cpu_set_t allowed;
+    int cpus[2], n = 0;
+    CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0, "sched_getaffinity");
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &allowed) && (n == 0 || (c & 63) != (cpus[0] & 63)))
+            cpus[n++] = c;
+    if (n == 2) {
+        for (int i = 0; i < 2; i++) {
+            unsigned long long before = huge_shard_acquired(cpus[i] & 63);
+            pthread_t th;
+            void *ok = NULL;
+            CHECK(pthread_create(&th, NULL, on_cpu, (void *)(intptr_t)cpus[i]) == 0, "pthread_create");
+            pthread_join(th, &ok);
+            if (ok)
+                CHECK(huge_shard_acquired(cpus[i] & 63) > before, "a huge block on CPU %d did not take shard %d's lock",
+                      cpus[i], cpus[i] & 63);
+        }
+    } else {
+        printf("SKIP huge shards: fewer than 2 CPUs\n");
+    }
     NOTE("huge: %llu taken, %llu contended, %llu ns held; pagesets: %llu, %llu, %llu ns; zone: %llu, %llu, %llu ns",
          (unsigned long long)h.acquired, (unsigned long long)h.contended, (unsigned long long)h.held_ns,
          (unsigned long long)p.acquired, (unsigned long long)p.contended, (unsigned long long)p.held_ns,

@@ -100,7 +100,7 @@ enum lock_rank {
     LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
     LOCK_RANK_HEAPS,      /* the registry of thread heaps */
     LOCK_RANK_ABANDONED,  /* slabs of exited threads */
-    LOCK_RANK_HUGE,       /* huge extents and their cache */
+    LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_ZONE,       /* the zone's buddy lists */
     LOCK_RANK_META,       /* the metadata reserve */

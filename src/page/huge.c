@@ -7,7 +7,13 @@
  * memory goes back with MADV_DONTNEED (the read side of the lock), its
  * address space stays for the next block of any size.
  *
- * Invariants, under huge_lock:
+ * The ranges are split among HUGE_SHARDS shards, each with its own lock,
+ * lists and regions; a thread allocates from its CPU's shard, and from the
+ * others when its own has no fit before it reserves more (as the kernel
+ * falls back between zones); a block goes back to the shard that owns its
+ * range (h->shard), so threads on different CPUs rarely meet.
+ *
+ * Invariants, under the lock of the shard that owns the range:
  *  - the ranges of a region tile it, linked by address (aprev/anext; a
  *    neighbour at another address, or NULL, is not adjacent: a range given
  *    back to the kernel or moved away by mremap leaves a hole there); each
@@ -43,7 +49,7 @@ enum { HUGE_USED = 1, HUGE_CACHED = 2, HUGE_FREE = 3 };
 
 /* The first reservation's size; each next one doubles what is reserved,
  * up to REGION_MAX, and is at least the block that needs it. */
-#define REGION_MIN ((size_t)64 << 20)
+#define REGION_MIN ((size_t)256 << 20)
 #define REGION_MAX ((size_t)4 << 30)
 
 struct huge {
@@ -51,16 +57,28 @@ struct huge {
     size_t map_size;
     size_t size; /* USED: bytes asked for (page rounded) */
     uint8_t state;
+    uint8_t shard;               /* the shard that owns the range */
     uint64_t freed_at;           /* CACHED: when it was freed */
     struct huge *next, *prev;    /* the cache list or the free list */
     struct huge *anext, *aprev;  /* address neighbours in its region */
 };
 
-static lock_t huge_lock = LOCK_INIT(LOCK_RANK_HUGE);
-static struct huge *cache_head, *cache_tail, *free_head, *desc_pool;
-static size_t cached_bytes;
-static _Atomic size_t dirty_cached_bytes; /* cached_bytes, for readers without the lock */
-static struct huge_stats hst;             /* mapped: USED + CACHED bytes */
+#define HUGE_SHARDS 64 /* a power of two; a CPU's shard: its number modulo this */
+
+struct shard {
+    lock_t lock;
+    struct huge *cache_head, *cache_tail, *free_head, *desc_pool;
+    size_t cached_bytes;  /* written with relaxed stores: huge_dirty_bytes reads it unlocked */
+    struct huge_stats st; /* mapped: USED + CACHED bytes */
+} __attribute__((aligned(CACHELINE)));
+
+static struct shard shards[HUGE_SHARDS] = {[0 ... HUGE_SHARDS - 1] = {.lock = LOCK_INIT(LOCK_RANK_HUGE)}};
+
+/* st.reserved is read without the lock (which shards are in use) */
+static void reserved_add(struct shard *s, size_t delta) {
+    __atomic_store_n(&s->st.reserved, s->st.reserved + delta, __ATOMIC_RELAXED);
+}
+static _Atomic int shards_in_use; /* shards that reserved a region: they share the cache bound */
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
@@ -75,48 +93,52 @@ static bool register_range(struct huge *h, char *base, size_t size) {
 }
 
 /* ---- descriptors (lock held) ---- */
-static struct huge *desc_get(void) {
-    struct huge *h = desc_pool;
-    if (h) desc_pool = h->next;
+static struct huge *desc_get(struct shard *s) {
+    struct huge *h = s->desc_pool;
+    if (h) s->desc_pool = h->next;
     else h = meta_alloc(sizeof *h);
-    if (h) memset(h, 0, sizeof *h);
+    if (h) {
+        memset(h, 0, sizeof *h);
+        h->shard = (uint8_t)(s - shards);
+    }
     return h;
 }
-static void desc_put(struct huge *h) {
+static void desc_put(struct shard *s, struct huge *h) {
     h->state = 0;
-    h->next = desc_pool;
-    desc_pool = h;
+    h->next = s->desc_pool;
+    s->desc_pool = h;
 }
+static struct shard *shard_of(const struct huge *h) { return &shards[h->shard]; }
 
 /* ---- the cache and free lists (lock held) ---- */
 static void list_unlink(struct huge *h) {
-    struct huge **head = h->state == HUGE_CACHED ? &cache_head : &free_head;
+    struct shard *s = shard_of(h);
+    struct huge **head = h->state == HUGE_CACHED ? &s->cache_head : &s->free_head;
     if (h->prev) h->prev->next = h->next;
     else *head = h->next;
     if (h->next) h->next->prev = h->prev;
-    else if (h->state == HUGE_CACHED) cache_tail = h->prev;
+    else if (h->state == HUGE_CACHED) s->cache_tail = h->prev;
     if (h->state == HUGE_CACHED) {
-        cached_bytes -= h->map_size;
-        hst.mapped -= h->map_size;
-        atomic_store_explicit(&dirty_cached_bytes, cached_bytes, memory_order_relaxed);
+        __atomic_store_n(&s->cached_bytes, s->cached_bytes - h->map_size, __ATOMIC_RELAXED);
+        s->st.mapped -= h->map_size;
     }
     h->next = h->prev = NULL;
 }
 static void list_push(struct huge *h, uint8_t state) {
+    struct shard *s = shard_of(h);
     h->state = state;
     h->prev = NULL;
     if (state == HUGE_CACHED) {
-        h->next = cache_head;
-        if (cache_head) cache_head->prev = h;
-        else cache_tail = h;
-        cache_head = h;
-        cached_bytes += h->map_size;
-        hst.mapped += h->map_size;
-        atomic_store_explicit(&dirty_cached_bytes, cached_bytes, memory_order_relaxed);
+        h->next = s->cache_head;
+        if (s->cache_head) s->cache_head->prev = h;
+        else s->cache_tail = h;
+        s->cache_head = h;
+        __atomic_store_n(&s->cached_bytes, s->cached_bytes + h->map_size, __ATOMIC_RELAXED);
+        s->st.mapped += h->map_size;
     } else {
-        h->next = free_head;
-        if (free_head) free_head->prev = h;
-        free_head = h;
+        h->next = s->free_head;
+        if (s->free_head) s->free_head->prev = h;
+        s->free_head = h;
     }
 }
 
@@ -130,7 +152,7 @@ static void absorb_next(struct huge *a, struct huge *b) {
     a->anext = b->anext;
     if (b->anext) b->anext->aprev = a;
     register_range(a, b->base, b->map_size);
-    desc_put(b);
+    desc_put(shard_of(b), b);
 }
 
 /* h, off every list, becomes FREE and merges with FREE neighbours;
@@ -154,8 +176,8 @@ static struct huge *make_free(struct huge *h) {
 static struct huge *purge_one(struct huge *h) {
     list_unlink(h);
     os_purge(h->base, h->map_size);
-    hst.purges++;
-    hst.purged_bytes += h->map_size;
+    shard_of(h)->st.purges++;
+    shard_of(h)->st.purged_bytes += h->map_size;
     return make_free(h);
 }
 
@@ -166,8 +188,8 @@ static struct huge *cut(struct huge *h, size_t off, size_t map) {
     uint8_t state = h->state;
     size_t tail = h->map_size - off - map;
     struct huge *hd = NULL, *tl = NULL;
-    if ((off && !(hd = desc_get())) || (tail && !(tl = desc_get()))) {
-        if (hd) desc_put(hd);
+    if ((off && !(hd = desc_get(shard_of(h)))) || (tail && !(tl = desc_get(shard_of(h))))) {
+        if (hd) desc_put(shard_of(h), hd);
         list_push(h, state);
         return NULL;
     }
@@ -220,8 +242,8 @@ static struct huge *best_fit(struct huge *list, size_t map, size_t align, size_t
 }
 
 /* A new region of at least map bytes, all FREE. */
-static bool region_add(size_t map, size_t align) {
-    size_t want = hst.reserved > REGION_MIN ? hst.reserved : REGION_MIN;
+static bool region_add(struct shard *s, size_t map, size_t align) {
+    size_t want = s->st.reserved > REGION_MIN ? s->st.reserved : REGION_MIN;
     if (want > REGION_MAX) want = REGION_MAX;
     want = round_up(want, CHUNK_SIZE);
     if (align < CHUNK_SIZE) align = CHUNK_SIZE;
@@ -230,46 +252,83 @@ static bool region_add(size_t map, size_t align) {
     if (want >= map + align) base = os_reserve(size, CHUNK_SIZE); /* room to align inside */
     if (!base) base = os_reserve(size = map, align);                /* address space is short */
     if (!base) return false;
-    struct huge *h = desc_get();
+    struct huge *h = desc_get(s);
     if (!h || !pagemap_spare_ensure() || !register_range(h, base, size)) {
         register_range(NULL, base, size);
         os_release(base, size);
-        if (h) desc_put(h);
+        if (h) desc_put(s, h);
         return false;
     }
     h->base = base;
     h->map_size = size;
-    hst.reserved += size;
+    if (!s->st.reserved) atomic_fetch_add_explicit(&shards_in_use, 1, memory_order_relaxed);
+    reserved_add(s, size);
     list_push(h, HUGE_FREE);
     return true;
 }
 
-/* A range of map bytes at an align boundary, USED, with its pagemap
- * entries; *zeroed says whether its memory is known zero, *freed_at when a
- * reused range was freed.  NULL when the kernel or the metadata refuses
- * (lock held). */
-static struct huge *take(size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
-    size_t off = 0;
-    struct huge *h = NULL;
-    if (align <= CHUNK_SIZE) h = best_fit(cache_head, map, align, map / 4, &off); /* hot, whole */
-    if (!h) h = best_fit(free_head, map, align, SIZE_MAX, &off);
-    if (!h) h = best_fit(cache_head, map, align, SIZE_MAX, &off);
-    while (!h && cache_tail) { /* purge the oldest until free neighbours merge into a fit */
-        struct huge *m = purge_one(cache_tail);
-        if ((off = fit(m, map, align)) != (size_t)-1) h = m;
-    }
-    if (!h) {
-        if (!region_add(map, align)) return NULL;
-        h = best_fit(free_head, map, align, SIZE_MAX, &off);
-        if (!h) return NULL;
-    }
+/* The range h (a free one that fits at off) becomes a USED range of map
+ * bytes; *zeroed, *freed_at: what its memory was (lock held). */
+static struct huge *take_at(struct huge *h, size_t off, size_t map, bool *zeroed, uint64_t *freed_at) {
+    struct shard *s = shard_of(h);
     *zeroed = h->state == HUGE_FREE;
     *freed_at = h->freed_at;
-    if (h->state == HUGE_CACHED) hst.cache_hits++;
+    if (h->state == HUGE_CACHED) s->st.cache_hits++;
     list_unlink(h);
     if (!(h = cut(h, off, map))) return NULL;
     h->state = HUGE_USED;
-    hst.mapped += map;
+    s->st.mapped += map;
+    return h;
+}
+
+/* A range of the shard's lists that fits, without purging or reserving. */
+static struct huge *take_listed(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    size_t off = 0;
+    struct huge *h = NULL;
+    if (align <= CHUNK_SIZE) h = best_fit(s->cache_head, map, align, map / 4, &off); /* hot, whole */
+    if (!h) h = best_fit(s->free_head, map, align, SIZE_MAX, &off);
+    if (!h) h = best_fit(s->cache_head, map, align, SIZE_MAX, &off);
+    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+}
+
+/* A range of map bytes at an align boundary, USED, with its pagemap
+ * entries: from the shard's lists, else from its cached ranges purged
+ * (oldest first) until free neighbours merge into a fit, else (reserve)
+ * from a new region.  NULL when there is none, or the kernel or the
+ * metadata refuses (lock held). */
+static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve, bool *zeroed,
+                         uint64_t *freed_at) {
+    struct huge *h = take_listed(s, map, align, zeroed, freed_at);
+    if (h) return h;
+    size_t off = 0;
+    while (s->cache_tail) {
+        struct huge *m = purge_one(s->cache_tail);
+        if ((off = fit(m, map, align)) != (size_t)-1) return take_at(m, off, map, zeroed, freed_at);
+    }
+    if (!reserve || !region_add(s, map, align)) return NULL;
+    return take_listed(s, map, align, zeroed, freed_at);
+}
+
+/* This CPU's shard first; then what the others have listed; then the
+ * others' cached ranges purged until they merge into a fit (each lock in
+ * turn, never two at once); only then does this shard reserve more, so a
+ * steady state that fits in what is reserved maps nothing. */
+static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    unsigned me = (unsigned)os_cpu() & (HUGE_SHARDS - 1);
+    struct shard *s = &shards[me];
+    lock_acquire(&s->lock);
+    struct huge *h = take_listed(s, map, align, zeroed, freed_at);
+    lock_release(&s->lock);
+    for (int pass = 0; pass < 3 && !h; pass++)
+        for (unsigned i = 0; !h && i < HUGE_SHARDS; i++) {
+            struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
+            if ((pass == 0 && i == 0) || (pass == 2 && i > 0)) continue;
+            if (i > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
+            lock_acquire(&o->lock);
+            h = pass == 0 ? take_listed(o, map, align, zeroed, freed_at)
+                          : take(o, map, align, pass == 2, zeroed, freed_at);
+            lock_release(&o->lock);
+        }
     return h;
 }
 
@@ -282,14 +341,10 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     size_t map = round_up(size, CHUNK_SIZE);
     bool zeroed = false;
     uint64_t freed_at = 0;
-    lock_acquire(&huge_lock);
-    struct huge *h = take(map, align, &zeroed, &freed_at);
-    lock_release(&huge_lock);
+    struct huge *h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
-        lock_acquire(&huge_lock);
-        h = take(map, align, &zeroed, &freed_at);
-        lock_release(&huge_lock);
+        h = take_any(map, align, &zeroed, &freed_at);
     }
     if (!h) {
         errno = ENOMEM;
@@ -306,19 +361,29 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     return h->base;
 }
 
+/* The cache bound is the process's, split evenly among the shards in use
+ * (no count shared by every CPU on the free path): a shard past its share
+ * purges its oldest (lock held). */
+static void cache_bound(struct shard *s) {
+    int n = atomic_load_explicit(&shards_in_use, memory_order_relaxed);
+    size_t limit = ((size_t)opt.huge_cache_mib << 20) / (size_t)(n > 1 ? n : 1);
+    while (s->cache_tail && s->cached_bytes > limit) purge_one(s->cache_tail);
+}
+
 void huge_free(struct huge *h, void *p) {
     if (p != h->base) os_fatal_ptr("free(): invalid pointer", p);
-    lock_acquire(&huge_lock);
+    struct shard *s = shard_of(h);
+    lock_acquire(&s->lock);
     if (h->state != HUGE_USED) {
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         os_fatal_ptr("free(): double free", p);
     }
     atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
-    hst.mapped -= h->map_size;
+    s->st.mapped -= h->map_size;
     h->freed_at = os_now_ms();
     list_push(h, HUGE_CACHED);
-    while (cached_bytes > ((size_t)opt.huge_cache_mib << 20) && cache_tail) purge_one(cache_tail);
-    lock_release(&huge_lock);
+    cache_bound(s);
+    lock_release(&s->lock);
     atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
 }
 
@@ -365,7 +430,7 @@ static char *move_anywhere(struct huge *h, size_t map) {
     }
     char *a = huge_fit_grid(r, room, old, map);
     register_range(h, a, map); /* the spare leaves cover it */
-    hst.reserved += map - old;
+    reserved_add(shard_of(h), map - old);
     addr_unlink(h);
     return a;
 }
@@ -378,9 +443,9 @@ static bool grow_in_place(struct huge *h, size_t map) {
     for (struct huge *n = h->anext, *p = h; have < map && adjacent(p, n) && n->state != HUGE_USED;
          p = n, n = n->anext)
         have += n->map_size;
-    struct huge *spare = have >= map ? desc_get() : NULL; /* the one cut below cannot fail */
+    struct huge *spare = have >= map ? desc_get(shard_of(h)) : NULL; /* the one cut below cannot fail */
     if (!spare) return false;
-    desc_put(spare);
+    desc_put(shard_of(h), spare);
     while (h->map_size < map) {
         struct huge *n = h->anext;
         size_t need = map - h->map_size;
@@ -393,18 +458,19 @@ static bool grow_in_place(struct huge *h, size_t map) {
 }
 
 /* Grow the block to map bytes without copying: in place, else its pages
- * move onto a free range (mremap; its old range leaves the region), else
- * anywhere.  Lock held. */
+ * move onto a free range of its shard (mremap; its old range leaves the
+ * region), else anywhere.  Lock held. */
 static char *grow(struct huge *h, size_t map) {
+    struct shard *s = shard_of(h);
     if (grow_in_place(h, map)) return h->base;
     bool zeroed;
     uint64_t freed_at;
-    struct huge *d = take(map, CHUNK_SIZE, &zeroed, &freed_at);
+    struct huge *d = take(s, map, CHUNK_SIZE, true, &zeroed, &freed_at);
     if (d) {
         register_range(NULL, h->base, h->map_size);
         if (os_remap(h->base, h->map_size, h->map_size, d->base)) {
-            hst.mremaps++;
-            hst.reserved -= h->map_size; /* the old range is the kernel's again */
+            s->st.mremaps++;
+            reserved_add(s, -h->map_size); /* the old range is the kernel's again */
             addr_unlink(h);
             /* h takes d's place in its region */
             h->aprev = d->aprev;
@@ -412,18 +478,18 @@ static char *grow(struct huge *h, size_t map) {
             if (d->aprev) d->aprev->anext = h;
             if (d->anext) d->anext->aprev = h;
             h->base = d->base;
-            hst.mapped -= map; /* h is counted at its old size; the caller adds the growth */
-            desc_put(d);
+            s->st.mapped -= map; /* h is counted at its old size; the caller adds the growth */
+            desc_put(s, d);
             register_range(h, h->base, map);
             return h->base;
         }
         register_range(h, h->base, h->map_size);
-        hst.mapped -= d->map_size;
+        s->st.mapped -= d->map_size;
         d->freed_at = os_now_ms();
         list_push(d, HUGE_CACHED);
     }
     char *r = move_anywhere(h, map);
-    if (r) hst.mremaps++;
+    if (r) s->st.mremaps++;
     return r;
 }
 
@@ -438,7 +504,7 @@ enum fault huge_check(const struct huge *h, const void *p) {
  * size, the live bytes it is counted for. */
 static void resize_map(struct huge *h, size_t map) {
     atomic_fetch_add_explicit(&counts.live_bytes, map - h->map_size, memory_order_relaxed);
-    hst.mapped += map - h->map_size;
+    shard_of(h)->st.mapped += map - h->map_size;
     h->map_size = map;
 }
 
@@ -455,27 +521,28 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         h->size = size;
         return p;
     }
-    lock_acquire(&huge_lock);
+    struct shard *s = shard_of(h);
+    lock_acquire(&s->lock);
     if (map < h->map_size) {
         size_t old = h->map_size;
         h->state = HUGE_CACHED; /* cut keeps the state for the tail */
         if (cut(h, 0, map)) {
             h->anext->freed_at = os_now_ms();
             atomic_fetch_sub_explicit(&counts.live_bytes, old - map, memory_order_relaxed);
-            hst.mapped -= old - map; /* the tail was counted again as cached */
+            s->st.mapped -= old - map; /* the tail was counted again as cached */
         } else {
             list_unlink(h); /* no descriptor: the block keeps its size */
         }
         h->state = HUGE_USED;
         h->size = size;
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         return p;
     }
     char *r = grow(h, map);
     if (!r) { /* give address space back (not under the lock), retry once */
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         as_reclaim();
-        lock_acquire(&huge_lock);
+        lock_acquire(&s->lock);
         r = grow(h, map);
     }
     if (r) {
@@ -483,7 +550,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         resize_map(h, map);
         h->size = size;
     }
-    lock_release(&huge_lock);
+    lock_release(&s->lock);
     return r;
 }
 
@@ -492,12 +559,15 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
 size_t huge_purge(bool all) {
     uint64_t now = os_now_ms();
     size_t done = 0;
-    lock_acquire(&huge_lock);
-    while (cache_tail && (all || cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
-        done += cache_tail->map_size;
-        purge_one(cache_tail);
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        while (s->cache_tail && (all || s->cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
+            done += s->cache_tail->map_size;
+            purge_one(s->cache_tail);
+        }
+        lock_release(&s->lock);
     }
-    lock_release(&huge_lock);
     return done;
 }
 
@@ -505,42 +575,71 @@ size_t huge_purge(bool all) {
  * the kernel.  Returns the bytes unmapped. */
 size_t huge_release(void) {
     size_t done = 0;
-    lock_acquire(&huge_lock);
-    while (cache_tail) purge_one(cache_tail);
-    for (struct huge *h = free_head, *next; h; h = next) {
-        next = h->next;
-        register_range(NULL, h->base, h->map_size);
-        if (!os_release(h->base, h->map_size)) {
-            register_range(h, h->base, h->map_size);
-            continue;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        while (s->cache_tail) purge_one(s->cache_tail);
+        for (struct huge *h = s->free_head, *next; h; h = next) {
+            next = h->next;
+            register_range(NULL, h->base, h->map_size);
+            if (!os_release(h->base, h->map_size)) {
+                register_range(h, h->base, h->map_size);
+                continue;
+            }
+            list_unlink(h);
+            addr_unlink(h);
+            reserved_add(s, -h->map_size);
+            done += h->map_size;
+            desc_put(s, h);
         }
-        list_unlink(h);
-        addr_unlink(h);
-        hst.reserved -= h->map_size;
-        done += h->map_size;
-        desc_put(h);
+        lock_release(&s->lock);
     }
-    lock_release(&huge_lock);
     return done;
 }
 
-size_t huge_dirty_bytes(void) { return atomic_load_explicit(&dirty_cached_bytes, memory_order_relaxed); }
+size_t huge_dirty_bytes(void) {
+    size_t sum = 0;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) sum += __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED);
+    return sum;
+}
 
 void huge_stats(struct huge_stats *st) {
-    lock_acquire(&huge_lock);
-    *st = hst;
-    st->cached = cached_bytes;
-    lock_release(&huge_lock);
+    memset(st, 0, sizeof *st);
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        st->mapped += s->st.mapped;
+        st->cached += s->cached_bytes;
+        st->cache_hits += s->st.cache_hits;
+        st->mremaps += s->st.mremaps;
+        st->purges += s->st.purges;
+        st->purged_bytes += s->st.purged_bytes;
+        st->reserved += s->st.reserved;
+        lock_release(&s->lock);
+    }
     st->allocs = atomic_load_explicit(&counts.allocs, memory_order_relaxed);
     st->bytes = atomic_load_explicit(&counts.bytes, memory_order_relaxed);
     st->frees = atomic_load_explicit(&counts.frees, memory_order_relaxed);
     st->live_bytes = atomic_load_explicit(&counts.live_bytes, memory_order_relaxed);
 }
 
-void huge_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "huge", -1, &huge_lock); }
-
-void huge_lock_all(void) { lock_acquire(&huge_lock); }
-void huge_unlock_all(bool child) {
-    if (child) lock_reset(&huge_lock);
-    else lock_release(&huge_lock);
+/* the shards that were ever used (and the first, always) */
+void huge_visit_locks(lock_visit_fn *fn, void *ctx) {
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        struct lock_stat ls;
+        lock_stat_read(&s->lock, &ls);
+        if (s == shards || ls.acquired || ls.contended) fn(ctx, "huge", s - shards, &s->lock);
+    }
 }
+
+/* fork: every shard's lock, in address order (one rank) */
+void huge_lock_all(void) {
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) lock_acquire(&s->lock);
+}
+void huge_unlock_all(bool child) {
+    for (struct shard *s = shards + HUGE_SHARDS; s-- > shards;) {
+        if (child) lock_reset(&s->lock);
+        else lock_release(&s->lock);
+    }
+}
+

@@ -16,8 +16,8 @@ This machine has 2 CPUs: beyond 2 threads throughput cannot grow; what is
 measured is whether anything serialises.  Each lock's utilisation at N CPUs
 is projected as hold time x acquisitions per second per thread x N, that is
 (hold time / CPU time of the run) x N, where a thread runs on a CPU of its
-own; a pageset lock is per CPU, so its projection is its CPU's share, not
-multiplied.  The projection is taken from the runs with no more threads than
+own; a lock with an index (a pageset, a huge shard) is per CPU, so its
+projection is the average CPU's share, not multiplied.  The projection is taken from the runs with no more threads than
 CPUs (a holder preempted by a thread of its own process lengthens the holds
 of oversubscribed runs); the table of every run shows both.
 """
@@ -107,8 +107,8 @@ def _lock_shares(rep, cpu_s):
     for lk in rep.get("locks") or []:
         if not isinstance(lk, dict) or not lk.get("held_ns"):
             continue
-        per_cpu = lk.get("name") == "pageset"
-        key = "pagesets" if per_cpu else lk.get("name")
+        per_cpu = lk.get("index", -1) >= 0   # each pageset, each huge shard: one per CPU
+        key = lk.get("name") + (" (per CPU)" if per_cpu else "")
         prev = out.get(key, (0.0, per_cpu))[0]
         out[key] = (prev + lk["held_ns"] / (cpu_s * 1e9), per_cpu)
     return out
@@ -178,8 +178,9 @@ def scaling_tables(t, results):
         "window counts: perf stat counting only the measured window (perfwrap.py, bench.h's "
         "bench_perf_ctl); mmap-family: mmap, munmap, mremap, mprotect, brk (each takes the "
         "mmap lock for writing); madvise takes it for reading.",
-        "projection: a lock's hold time over the run's CPU time, times N CPUs (a pageset lock: "
-        "its CPU's share, not multiplied), from the runs with no more threads than this "
+        "projection: a lock's hold time over the run's CPU time, times N CPUs (per-CPU locks, "
+        "the pagesets and the huge shards: their summed hold time over the CPU time, the "
+        "average CPU's share, not multiplied), from the runs with no more threads than this "
         f"machine's {os.cpu_count()} CPUs (the largest of them). The lock that saturates "
         "first is the one with the highest figure.",
     ]
