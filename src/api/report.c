@@ -141,6 +141,8 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "huge_mapped_bytes", s.hs.mapped);
     kv(&b, "huge_cached_bytes", s.hs.cached);
     kv(&b, "huge_reserved_bytes", s.hs.reserved);
+    kv(&b, "huge_numa_placed", s.hs.placed);
+    kv(&b, "numa_nodes", (uint64_t)numa_nodes());
     kv(&b, "huge_cache_hits", s.hs.cache_hits);
     kv(&b, "huge_mremaps", s.hs.mremaps);
     kv(&b, "mapped_bytes", s.mapped);

@@ -79,6 +79,19 @@ struct os_calls {
 };
 void os_calls(struct os_calls *c);
 
+/* Ask the kernel to take [p, p+size)'s pages from node first (mbind,
+ * MPOL_PREFERRED: other nodes when it is full); false: refused. */
+bool os_place_on_node(void *p, size_t size, int node);
+
+/* ---------------------------------------------------------------- numa */
+/* The NUMA topology (numa.c), read once from sysfs. */
+int numa_nodes(void);           /* online nodes; 1 when there is one, or sysfs cannot tell */
+int numa_node_of_cpu(int cpu);
+int numa_place_node(int cpu);   /* the node to place cpu's memory on; -1: one node, no placement */
+#ifdef FOLIO_TEST_HOOKS
+void numa_set_root(const char *dir); /* tests: a fake sysfs tree (dir/devices/system/node/...) */
+#endif
+
 /* text.c: v in decimal, NUL-terminated, somewhere inside buf */
 const char *u64_text(char buf[24], uint64_t v);
 

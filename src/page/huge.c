@@ -261,6 +261,8 @@ static bool region_add(struct shard *s, size_t map, size_t align) {
     }
     h->base = base;
     h->map_size = size;
+    int node = numa_place_node((int)(s - shards)); /* the node of the shard's first CPU */
+    if (node >= 0 && os_place_on_node(base, size, node)) s->st.placed++;
     if (!s->st.reserved) atomic_fetch_add_explicit(&shards_in_use, 1, memory_order_relaxed);
     reserved_add(s, size);
     list_push(h, HUGE_FREE);
@@ -615,6 +617,7 @@ void huge_stats(struct huge_stats *st) {
         st->purges += s->st.purges;
         st->purged_bytes += s->st.purged_bytes;
         st->reserved += s->st.reserved;
+        st->placed += s->st.placed;
         lock_release(&s->lock);
     }
     st->allocs = atomic_load_explicit(&counts.allocs, memory_order_relaxed);

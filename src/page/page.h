@@ -127,6 +127,7 @@ void huge_unlock_all(bool child);
 struct huge_stats {
     uint64_t mapped, cached, cache_hits, mremaps, purges, purged_bytes;
     uint64_t reserved; /* address space of the regions (mapped: blocks in use and cached) */
+    uint64_t placed;   /* regions placed on their shard's NUMA node (more than one node) */
     uint64_t allocs, bytes, frees, live_bytes; /* blocks; live_bytes: net, by mapping size */
 };
 void huge_stats(struct huge_stats *st);
