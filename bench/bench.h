@@ -19,6 +19,7 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -280,6 +281,37 @@ static inline long long bench_minflt(void)
 	return ru.ru_minflt;
 }
 
+/* The measured window, told to `perf stat --control fifo:CTL,ACK -D -1`
+ * (the scaling suite's wrapper): BENCH_PERF_CTL=CTL:ACK names the FIFOs;
+ * counting runs only between "enable" and "disable", so perf's counts are
+ * the window's.  Without the variable, nothing happens. */
+static inline void bench_perf_ctl(const char *cmd)
+{
+	static int ctl = -1, ack = -1;
+	const char *spec = getenv("BENCH_PERF_CTL");
+	if (!spec || !*spec)
+		return;
+	if (ctl < 0) {
+		char path[512];
+		const char *colon = strchr(spec, ':');
+		if (!colon || (size_t)(colon - spec) >= sizeof path)
+			return;
+		memcpy(path, spec, (size_t)(colon - spec));
+		path[colon - spec] = 0;
+		ctl = open(path, O_WRONLY);
+		ack = open(colon + 1, O_RDONLY);
+		if (ctl < 0 || ack < 0) {
+			fprintf(stderr, "BENCH_PERF_CTL: cannot open %s\n", spec);
+			exit(1);
+		}
+	}
+	char buf[16];
+	if (write(ctl, cmd, strlen(cmd)) < 0 || read(ack, buf, sizeof buf) <= 0) {
+		fprintf(stderr, "BENCH_PERF_CTL: perf did not answer %s", cmd);
+		exit(1);
+	}
+}
+
 struct bench_timed_result {
 	long long ops;            /* operations in the measured window, all threads */
 	long long min_thread_ops; /* the slowest thread's operations in the window */
@@ -328,6 +360,7 @@ static inline struct bench_timed_result bench_run_timed(int threads, double seco
 	}
 	for (int k = 0; k < threads; k++)
 		ops0[k] = __atomic_load_n(&cnt[k].ops, __ATOMIC_RELAXED);
+	bench_perf_ctl("enable\n");
 	long long f0 = bench_minflt();
 	double t0 = bench_now();
 	r.warmup = t0 - t_start;
@@ -340,6 +373,7 @@ static inline struct bench_timed_result bench_run_timed(int threads, double seco
 	}
 	r.minflt = bench_minflt() - f0;
 	r.elapsed = bench_now() - t0;
+	bench_perf_ctl("disable\n");
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int k = 0; k < threads; k++)
 		pthread_join(th[k], NULL);

@@ -18,6 +18,7 @@ void folio_free(void *p);
  * layer runs folio_init first (its fast path is one load): no layer below
  * calls up to it. */
 void folio_init(void);
+void api_visit_locks(lock_visit_fn *fn, void *ctx); /* every folio lock (init.c) */
 extern _Atomic int folio_ready;
 
 /* The live statistics for `folio top` (live.c, FOLIO_LIVE): written from

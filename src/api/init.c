@@ -36,6 +36,15 @@ void folio_init(void) {
     lock_release(&init_lock);
 }
 
+/* every folio lock, for the report: init's own, then each layer's */
+void api_visit_locks(lock_visit_fn *fn, void *ctx) {
+    fn(ctx, "init", -1, &init_lock);
+    clear_visit_locks(fn, ctx);
+    heap_visit_locks(fn, ctx);
+    page_visit_locks(fn, ctx);
+    meta_visit_locks(fn, ctx);
+}
+
 /* Every folio lock, in rank order (base.h): a thread in the middle of any
  * folio operation finishes it before the fork, and no path holds a lock
  * while waiting for a lower-ranked one, so this cannot deadlock.  The

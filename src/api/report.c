@@ -73,6 +73,28 @@ static void snap(struct snapshot *s) {
     as_stats(&s->as);
 }
 
+/* one entry of the "locks" array per folio lock */
+struct lock_json {
+    struct sb *b;
+    int n;
+};
+static void lock_entry(void *ctx, const char *name, long index, lock_t *l) {
+    struct lock_json *j = ctx;
+    struct lock_stat st;
+    lock_stat_read(l, &st);
+    sb_put(j->b, j->n++ ? ",\n  {\"name\": \"" : "\n  {\"name\": \"");
+    sb_put(j->b, name);
+    sb_put(j->b, "\", \"index\": ");
+    sb_i64(j->b, index);
+    sb_put(j->b, ", \"acquired\": ");
+    sb_u64(j->b, st.acquired);
+    sb_put(j->b, ", \"contended\": ");
+    sb_u64(j->b, st.contended);
+    sb_put(j->b, ", \"held_ns\": ");
+    sb_u64(j->b, st.held_ns);
+    sb_put(j->b, "}");
+}
+
 EXPORT size_t folio_report_json(char *buf, size_t len) {
     folio_init();
     struct snapshot s;
@@ -124,6 +146,9 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
     kv(&b, "huge_mapped_bytes", s.hs.mapped);
     kv(&b, "huge_cached_bytes", s.hs.cached);
+    kv(&b, "huge_reserved_bytes", s.hs.reserved);
+    kv(&b, "huge_numa_placed", s.hs.placed);
+    kv(&b, "numa_nodes", (uint64_t)numa_nodes());
     kv(&b, "huge_cache_hits", s.hs.cache_hits);
     kv(&b, "huge_mremaps", s.hs.mremaps);
     kv(&b, "mapped_bytes", s.mapped);
@@ -192,6 +217,11 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
         sb_i64(&b, p.in_use);
         sb_put(&b, "}");
     }
+    sb_put(&b, "],\n");
+    kv(&b, "lock_stats_timed", lock_timing);
+    sb_put(&b, "\"locks\": [");
+    struct lock_json lj = {&b, 0};
+    api_visit_locks(lock_entry, &lj);
     sb_put(&b, "],\n\"options\": {");
     int first = 1;
 #define X(name, env, def, doc)                                                                     \

@@ -79,6 +79,19 @@ struct os_calls {
 };
 void os_calls(struct os_calls *c);
 
+/* Ask the kernel to take [p, p+size)'s pages from node first (mbind,
+ * MPOL_PREFERRED: other nodes when it is full); false: refused. */
+bool os_place_on_node(void *p, size_t size, int node);
+
+/* ---------------------------------------------------------------- numa */
+/* The NUMA topology (numa.c), read once from sysfs. */
+int numa_nodes(void);           /* online nodes; 1 when there is one, or sysfs cannot tell */
+int numa_node_of_cpu(int cpu);
+int numa_place_node(int cpu);   /* the node to place cpu's memory on; -1: one node, no placement */
+#ifdef FOLIO_TEST_HOOKS
+void numa_set_root(const char *dir); /* tests: a fake sysfs tree (dir/devices/system/node/...) */
+#endif
+
 /* text.c: v in decimal, NUL-terminated, somewhere inside buf */
 const char *u64_text(char buf[24], uint64_t v);
 
@@ -99,17 +112,28 @@ enum lock_rank {
     LOCK_RANK_CLEAR_INIT, /* the clearing engine's start-up */
     LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
     LOCK_RANK_HEAPS,      /* the registry of thread heaps */
-    LOCK_RANK_HUGE,       /* huge extents and their cache */
+    LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_ZONE,       /* the zone's buddy lists */
     LOCK_RANK_META,       /* the metadata reserve */
     LOCK_RANK_COUNT
 };
+/* Each lock counts its own use.  contended (waits, and failed trylocks) is
+ * an atomic add off the fast path, always counted.  acquired and
+ * held_ticks cost the fast path (two cycle-counter reads per hold, and 4%
+ * more instructions for a 64 KiB malloc/free pair even without them), so
+ * they are kept only when FOLIO_LOCK_STATS=1 (lock_timing); they change
+ * only under the lock, with relaxed stores, so the report reads them
+ * without it.  since == 0: the holder took the lock untimed. */
 typedef struct {
     _Atomic int v;
     int rank; /* enum lock_rank */
+    uint64_t acquired, held_ticks, since;
+    _Atomic uint64_t contended;
 } lock_t;
-#define LOCK_INIT(r) {0, (r)}
+#define LOCK_INIT(r) {0, (r), 0, 0, 0, 0}
+extern INTERNAL bool lock_timing; /* FOLIO_LOCK_STATS=1, set once by options_init */
+void lock_timing_start(void);
 static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
 
 #ifdef FOLIO_DEBUG
@@ -127,24 +151,47 @@ static inline bool lock_try_raw(lock_t *l) {
     return atomic_compare_exchange_strong_explicit(&l->v, &e, 1, memory_order_acquire,
                                                    memory_order_relaxed);
 }
+void lock_hold_begin(lock_t *l); /* lock_timing: count this hold and note its start */
+/* the lock was just taken: count and time it when FOLIO_LOCK_STATS=1 */
+static inline void lock_taken(lock_t *l) {
+    if (unlikely(__atomic_load_n(&lock_timing, __ATOMIC_RELAXED))) lock_hold_begin(l);
+}
 static inline bool lock_try(lock_t *l) {
-    if (!lock_try_raw(l)) return false;
+    if (!lock_try_raw(l)) {
+        atomic_fetch_add_explicit(&l->contended, 1, memory_order_relaxed);
+        return false;
+    }
     lockdep_acquire(l, true);
+    lock_taken(l);
     return true;
 }
 void lock_slow(lock_t *l);
+void lock_hold_end(lock_t *l); /* lock_timing: add this hold's cycles */
 /* Returns true when the lock was taken without waiting. */
 static inline bool lock_acquire(lock_t *l) {
     lockdep_acquire(l, false);
-    if (likely(lock_try_raw(l))) return true;
+    if (likely(lock_try_raw(l))) {
+        lock_taken(l);
+        return true;
+    }
     lock_slow(l);
+    lock_taken(l);
     return false;
 }
 static inline void lock_release(lock_t *l) {
     lockdep_release(l);
+    if (unlikely(__atomic_load_n(&lock_timing, __ATOMIC_RELAXED))) lock_hold_end(l);
     if (unlikely(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
         os_futex_wake(&l->v, 1);
 }
+/* A lock's counts so far (read without it: each value is a recent one). */
+struct lock_stat {
+    uint64_t acquired, contended, held_ns; /* held_ns: 0 unless lock_timing */
+};
+void lock_stat_read(lock_t *l, struct lock_stat *st);
+/* The report walks every folio lock through one visitor per layer:
+ * name is the lock's role, index its pageset (or -1). */
+typedef void lock_visit_fn(void *ctx, const char *name, long index, lock_t *l);
 /* fork child: the lock was taken by the prepare handler (or by a thread
  * that does not exist here) */
 static inline void lock_reset(lock_t *l) {
@@ -174,7 +221,7 @@ static inline void lock_reset(lock_t *l) {
       "soft limit in bytes (K/M/G suffix): past 7/8 pagesets shrink toward high_min; past 15/16 all are capped there")  \
     X(arena_mib, "FOLIO_ARENA_MIB", 256, "size of each address range reserved for the zone")  \
     X(huge_cache_mib, "FOLIO_HUGE_CACHE_MIB", 1024,                                            \
-      "bytes of freed huge extents kept mapped for reuse (purged after the delay)")           \
+      "MiB of freed huge blocks kept resident for reuse (purged after the delay; address space is kept)")           \
     X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
       "empty slabs a thread keeps for reuse at least (its cache's high never decays below)")  \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
@@ -187,6 +234,9 @@ static inline void lock_reset(lock_t *l) {
       "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
       "1 = never split, N = at most N")                                                        \
     X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB") \
+    X(lock_stats, "FOLIO_LOCK_STATS", 0,                                                       \
+      "1: time every folio lock's holds (two cycle-counter reads per hold; the report's "     \
+      "locks[].held_ns); acquisitions and waits are always counted")                         \
     X(live, "FOLIO_LIVE", 1,                                                                   \
       "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
       "first second on, at most once a second); 0: publish nothing")

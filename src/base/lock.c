@@ -6,11 +6,47 @@
 #include "base.h"
 
 void lock_slow(lock_t *l) {
+    atomic_fetch_add_explicit(&l->contended, 1, memory_order_relaxed);
     for (int spin = 0; spin < 64; spin++) {
         __builtin_ia32_pause();
         if (atomic_load_explicit(&l->v, memory_order_relaxed) == 0 && lock_try_raw(l)) return;
     }
     while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire) != 0) os_futex_wait(&l->v, 2);
+}
+
+/* ---- hold times (FOLIO_LOCK_STATS=1) ----
+ * Cycles are converted to nanoseconds at read time, by the cycle counter's
+ * rate since timing began; a hold that began before timing did (since == 0)
+ * is not counted. */
+bool lock_timing;
+static uint64_t timing_ticks0, timing_ns0;
+
+void lock_timing_start(void) {
+    timing_ns0 = os_now_ns();
+    timing_ticks0 = __builtin_ia32_rdtsc();
+    __atomic_store_n(&lock_timing, true, __ATOMIC_RELAXED);
+}
+
+void lock_hold_begin(lock_t *l) {
+    __atomic_store_n(&l->acquired, l->acquired + 1, __ATOMIC_RELAXED);
+    l->since = __builtin_ia32_rdtsc();
+}
+
+void lock_hold_end(lock_t *l) {
+    if (!l->since) return;
+    uint64_t t = __builtin_ia32_rdtsc();
+    __atomic_store_n(&l->held_ticks, l->held_ticks + (t - l->since), __ATOMIC_RELAXED);
+    l->since = 0;
+}
+
+void lock_stat_read(lock_t *l, struct lock_stat *st) {
+    st->acquired = __atomic_load_n(&l->acquired, __ATOMIC_RELAXED); /* 0 unless lock_timing */
+    st->contended = atomic_load_explicit(&l->contended, memory_order_relaxed);
+    st->held_ns = 0;
+    if (!__atomic_load_n(&lock_timing, __ATOMIC_RELAXED)) return;
+    uint64_t ticks = __builtin_ia32_rdtsc() - timing_ticks0, ns = os_now_ns() - timing_ns0;
+    uint64_t held = __atomic_load_n(&l->held_ticks, __ATOMIC_RELAXED);
+    if (ticks) st->held_ns = (uint64_t)((unsigned __int128)held * ns / ticks);
 }
 
 #ifdef FOLIO_DEBUG

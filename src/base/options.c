@@ -54,4 +54,5 @@ void options_init(void) {
     if (opt.pcp_batch < 1) opt.pcp_batch = 1;
     if (opt.pcp_batch > 1024) opt.pcp_batch = 1024;
     opt.report_path = getenv("FOLIO_REPORT");
+    if (opt.lock_stats == 1) lock_timing_start();
 }

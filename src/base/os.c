@@ -131,6 +131,13 @@ bool os_release(void *p, size_t size) {
 
 void os_purge(void *p, size_t size) { sys_madvise(p, size, MADV_DONTNEED); }
 
+bool os_place_on_node(void *p, size_t size, int node) {
+    enum { MPOL_PREFERRED_ = 1 }; /* linux/mempolicy.h */
+    if (node < 0 || node >= 64) return false;
+    unsigned long mask = 1ul << node;
+    return syscall(SYS_mbind, p, size, MPOL_PREFERRED_, &mask, 65ul, 0u) == 0; /* 64 nodes + 1 */
+}
+
 /* Move or resize a mapping without copying.  fixed_at: a reserved range to
  * move onto (replaced), or NULL to resize in place only. */
 void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at) {

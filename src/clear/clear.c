@@ -669,6 +669,11 @@ static void engine_init(void) {
     lock_release(&init_lock);
 }
 
+void clear_visit_locks(lock_visit_fn *fn, void *ctx) {
+    fn(ctx, "clear-init", -1, &init_lock);
+    fn(ctx, "clear-mt", -1, &mt.lock);
+}
+
 void clear_lock_all(void) { lock_acquire(&init_lock); }
 void clear_unlock_all(bool child) {
     if (child) lock_reset(&init_lock);

@@ -27,6 +27,7 @@ struct clear_stats {
 int clear_hint(void *p, size_t n, unsigned hints); /* the strategy used */
 int clear_with(void *p, size_t n, int strategy);   /* 0, or -1 with errno */
 void clear_stats(struct clear_stats *st);
+void clear_visit_locks(lock_visit_fn *fn, void *ctx); /* for the report */
 void clear_lock_all(void); /* fork: the engine's start-up lock */
 void clear_unlock_all(bool child);
 void clear_json(void (*put)(void *ctx, const char *s), void *ctx); /* the "clear" object */

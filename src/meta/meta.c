@@ -39,6 +39,8 @@ void *meta_alloc(size_t size) {
     return r;
 }
 
+void meta_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "meta", -1, &meta_lock); }
+
 void meta_lock_all(void) { lock_acquire(&meta_lock); }
 void meta_unlock_all(bool child) {
     if (child) lock_reset(&meta_lock);

@@ -71,6 +71,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
 bool small_free_slow(struct span *s, void *p);
 void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
 void heap_counts(struct heap_counts *hc);
+void heap_visit_locks(lock_visit_fn *fn, void *ctx); /* for the report */
 void heap_lock_all(void);
 void heap_unlock_all(bool child);
 void slab_reclaim_abandoned(void);

@@ -703,6 +703,8 @@ void heap_trim_current(void) {
     empty_cache_drain(h);
 }
 
+void heap_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "heaps", -1, &heap_lock); }
+
 /* fork: the lock-free stacks need nothing (a span or heap another thread
  * held in the middle of a push or pop is lost to the child, as that
  * thread's own heap is) */

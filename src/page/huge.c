@@ -1,123 +1,336 @@
-/* huge: blocks above LARGE_MAX, each its own 2 MiB-aligned mapping.
+/* huge: blocks above LARGE_MAX, carved from address space reserved once.
  *
- * Invariants, under huge_lock:
- *  - every chunk of an extent's mapping has a pagemap entry pointing to its
- *    descriptor (tagged PAGEMAP_HUGE_TAG), from mapping to unmapping, so
- *    free() finds it without a lock and a free of a cached extent is seen as
- *    a double free;
- *  - freed extents stay mapped on the cache list (newest first) while
- *    cached_bytes <= huge_cache_mib; the purger madvises those free for
- *    longer than the delay, and a reuse of a purged extent needs no clearing;
- *  - realloc moves or resizes an extent with mremap, never by copying, but
+ * The kernel's mmap lock is taken for writing by every mmap, munmap and
+ * mremap; a block that is mapped when allocated and unmapped when freed
+ * makes every thread's page faults wait.  So huge blocks are ranges of a
+ * few large reservations (regions), which stay mapped: a freed block's
+ * memory goes back with MADV_DONTNEED (the read side of the lock), its
+ * address space stays for the next block of any size.
+ *
+ * The ranges are split among HUGE_SHARDS shards, each with its own lock,
+ * lists and regions; a thread allocates from its CPU's shard, and from the
+ * others when its own has no fit before it reserves more (as the kernel
+ * falls back between zones); a block goes back to the shard that owns its
+ * range (h->shard), so threads on different CPUs rarely meet.
+ *
+ * Invariants, under the lock of the shard that owns the range:
+ *  - the ranges of a region tile it, linked by address (aprev/anext; a
+ *    neighbour at another address, or NULL, is not adjacent: a range given
+ *    back to the kernel or moved away by mremap leaves a hole there); each
+ *    is USED (a live block), CACHED (freed, memory still resident: on the
+ *    cache list, newest first) or FREE (known zero: never touched, or
+ *    purged; on the free list);
+ *  - every chunk of every range has a pagemap entry pointing to its
+ *    descriptor (tagged PAGEMAP_HUGE_TAG), so free() finds a block without
+ *    a lock, and a free of a block that is CACHED is seen as a double free;
+ *  - CACHED ranges are never merged (a cached block is reused whole, hot,
+ *    by a block of about its size); a range becomes FREE when purged, and
+ *    FREE neighbours merge at once;
+ *  - cached bytes stay within FOLIO_HUGE_CACHE_MIB: past it the oldest are
+ *    purged; the purger purges those free for longer than the delay;
+ *  - address space goes back to the kernel only when a mapping failed
+ *    (huge_release, from as_reclaim: every range not in use is unmapped);
+ *  - realloc grows a block into the free ranges after it, else moves its
+ *    pages onto a free range with mremap (counted), never by copying but
  *    for a kernel that places a moved extent off the 2 MiB grid under
- *    address space pressure (move_anywhere);
- *  - a mapping that fails gives address space back (as_reclaim, outside the
- *    lock) and is retried once before the caller sees NULL. */
+ *    address space pressure (move_anywhere). */
 #include <errno.h>
 #include <string.h>
 
 #include "page.h"
 
 /* huge blocks handed out and freed; live_bytes is net (what is handed out
- * now, by mapping size) */
+ * now, by range size) */
 static struct {
     _Atomic uint64_t allocs, bytes, frees, live_bytes;
 } counts;
 
-enum { HUGE_USED = 1, HUGE_CACHED = 2 };
+enum { HUGE_USED = 1, HUGE_CACHED = 2, HUGE_FREE = 3 };
+
+/* The first reservation's size; each next one doubles what is reserved,
+ * up to REGION_MAX, and is at least the block that needs it. */
+#define REGION_MIN ((size_t)256 << 20)
+#define REGION_MAX ((size_t)4 << 30)
 
 struct huge {
     char *base;
     size_t map_size;
-    size_t size; /* bytes asked for (page rounded) */
+    size_t size; /* USED: bytes asked for (page rounded) */
     uint8_t state;
-    bool zeroed;
-    uint64_t freed_at;
-    struct huge *next, *prev;
+    uint8_t shard;               /* the shard that owns the range */
+    uint64_t freed_at;           /* CACHED: when it was freed */
+    struct huge *next, *prev;    /* the cache list or the free list */
+    struct huge *anext, *aprev;  /* address neighbours in its region */
 };
 
-static lock_t huge_lock = LOCK_INIT(LOCK_RANK_HUGE);
-static struct huge *cache_head, *cache_tail, *desc_pool;
-static size_t cached_bytes;
-static _Atomic size_t dirty_cached_bytes; /* cached and not yet purged */
-static struct huge_stats hst;
+#define HUGE_SHARDS 64 /* a power of two; a CPU's shard: its number modulo this */
 
-/* Enter (on) or clear the pagemap entries of [base, base+size).  Clearing
- * cannot fail; entering fails (false) only when a pagemap leaf cannot be
- * had, and then leaves some entries unset. */
-static bool register_range(struct huge *h, char *base, size_t size, bool on) {
-    bool ok = true;
-    for (size_t off = 0; off < size; off += CHUNK_SIZE)
-        ok &= pagemap_set((uintptr_t)(base + off), on ? (uintptr_t)h | PAGEMAP_HUGE_TAG : 0);
-    return ok;
+struct shard {
+    lock_t lock;
+    struct huge *cache_head, *cache_tail, *free_head, *desc_pool;
+    size_t cached_bytes;  /* written with relaxed stores: huge_dirty_bytes reads it unlocked */
+    struct huge_stats st; /* mapped: USED + CACHED bytes */
+} __attribute__((aligned(CACHELINE)));
+
+static struct shard shards[HUGE_SHARDS] = {[0 ... HUGE_SHARDS - 1] = {.lock = LOCK_INIT(LOCK_RANK_HUGE)}};
+
+/* st.reserved is read without the lock (which shards are in use) */
+static void reserved_add(struct shard *s, size_t delta) {
+    __atomic_store_n(&s->st.reserved, s->st.reserved + delta, __ATOMIC_RELAXED);
 }
-
-static void cache_unlink(struct huge *h) {
-    if (h->prev) h->prev->next = h->next;
-    else cache_head = h->next;
-    if (h->next) h->next->prev = h->prev;
-    else cache_tail = h->prev;
-    cached_bytes -= h->map_size;
-}
-
-
-static void desc_free(struct huge *h) {
-    h->state = 0;
-    h->next = desc_pool;
-    desc_pool = h;
-}
-
-/* Unmap an extent (lock held). */
-static void extent_release(struct huge *h) {
-    register_range(h, h->base, h->map_size, false);
-    os_release(h->base, h->map_size);
-    hst.mapped -= h->map_size;
-    desc_free(h);
-}
+static _Atomic int shards_in_use; /* shards that reserved a region: they share the cache bound */
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-/* A cached extent of map bytes, or a new mapping with its descriptor and
- * pagemap entries; NULL when the kernel or the metadata refuses. */
-static struct huge *extent_get(size_t map, size_t align) {
-    struct huge *h = NULL;
-    lock_acquire(&huge_lock);
-    if (align <= CHUNK_SIZE) {
-        for (struct huge *c = cache_head; c; c = c->next)
-            if (c->map_size >= map && c->map_size - map <= map / 4 && (!h || c->map_size < h->map_size))
-                h = c;
-    }
+/* Point the pagemap entries of [base, base+size) at h (NULL: clear them).
+ * Entering fails (false) only when a pagemap leaf cannot be had; a range
+ * that was entered once has its leaves for good. */
+static bool register_range(struct huge *h, char *base, size_t size) {
+    bool ok = true;
+    for (size_t off = 0; off < size; off += CHUNK_SIZE)
+        ok &= pagemap_set((uintptr_t)(base + off), h ? (uintptr_t)h | PAGEMAP_HUGE_TAG : 0);
+    return ok;
+}
+
+/* ---- descriptors (lock held) ---- */
+static struct huge *desc_get(struct shard *s) {
+    struct huge *h = s->desc_pool;
+    if (h) s->desc_pool = h->next;
+    else h = meta_alloc(sizeof *h);
     if (h) {
-        cache_unlink(h);
-        hst.cache_hits++;
-        if (!h->zeroed) atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
+        memset(h, 0, sizeof *h);
+        h->shard = (uint8_t)(s - shards);
     }
-    lock_release(&huge_lock);
-    if (h) return h;
-    char *base = os_reserve(map, align > CHUNK_SIZE ? align : CHUNK_SIZE);
-    if (!base) return NULL;
-    lock_acquire(&huge_lock);
-    h = desc_pool;
-    if (h) desc_pool = h->next;
-    lock_release(&huge_lock);
-    if (!h && !(h = meta_alloc(sizeof *h))) {
-        os_release(base, map);
+    return h;
+}
+static void desc_put(struct shard *s, struct huge *h) {
+    h->state = 0;
+    h->next = s->desc_pool;
+    s->desc_pool = h;
+}
+static struct shard *shard_of(const struct huge *h) { return &shards[h->shard]; }
+
+/* ---- the cache and free lists (lock held) ---- */
+static void list_unlink(struct huge *h) {
+    struct shard *s = shard_of(h);
+    struct huge **head = h->state == HUGE_CACHED ? &s->cache_head : &s->free_head;
+    if (h->prev) h->prev->next = h->next;
+    else *head = h->next;
+    if (h->next) h->next->prev = h->prev;
+    else if (h->state == HUGE_CACHED) s->cache_tail = h->prev;
+    if (h->state == HUGE_CACHED) {
+        __atomic_store_n(&s->cached_bytes, s->cached_bytes - h->map_size, __ATOMIC_RELAXED);
+        s->st.mapped -= h->map_size;
+    }
+    h->next = h->prev = NULL;
+}
+static void list_push(struct huge *h, uint8_t state) {
+    struct shard *s = shard_of(h);
+    h->state = state;
+    h->prev = NULL;
+    if (state == HUGE_CACHED) {
+        h->next = s->cache_head;
+        if (s->cache_head) s->cache_head->prev = h;
+        else s->cache_tail = h;
+        s->cache_head = h;
+        __atomic_store_n(&s->cached_bytes, s->cached_bytes + h->map_size, __ATOMIC_RELAXED);
+        s->st.mapped += h->map_size;
+    } else {
+        h->next = s->free_head;
+        if (s->free_head) s->free_head->prev = h;
+        s->free_head = h;
+    }
+}
+
+static bool adjacent(const struct huge *a, const struct huge *b) {
+    return a && b && a->base + a->map_size == b->base;
+}
+
+/* b (after a, adjacent) joins a; b's descriptor is dropped. */
+static void absorb_next(struct huge *a, struct huge *b) {
+    a->map_size += b->map_size;
+    a->anext = b->anext;
+    if (b->anext) b->anext->aprev = a;
+    register_range(a, b->base, b->map_size);
+    desc_put(shard_of(b), b);
+}
+
+/* h, off every list, becomes FREE and merges with FREE neighbours;
+ * returns the merged range. */
+static struct huge *make_free(struct huge *h) {
+    struct huge *p = h->aprev, *n = h->anext;
+    if (adjacent(h, n) && n->state == HUGE_FREE) {
+        list_unlink(n);
+        absorb_next(h, n);
+    }
+    if (adjacent(p, h) && p->state == HUGE_FREE) {
+        list_unlink(p);
+        absorb_next(p, h);
+        h = p;
+    }
+    list_push(h, HUGE_FREE);
+    return h;
+}
+
+/* A cached range's memory goes back to the kernel; the range stays. */
+static struct huge *purge_one(struct huge *h) {
+    list_unlink(h);
+    os_purge(h->base, h->map_size);
+    shard_of(h)->st.purges++;
+    shard_of(h)->st.purged_bytes += h->map_size;
+    return make_free(h);
+}
+
+/* Cut [h->base + off, + map) out of the free range h (off its list): the
+ * head and tail left over keep h's state; returns the cut range, off every
+ * list.  NULL when a descriptor cannot be had (h is back on its list). */
+static struct huge *cut(struct huge *h, size_t off, size_t map) {
+    uint8_t state = h->state;
+    size_t tail = h->map_size - off - map;
+    struct huge *hd = NULL, *tl = NULL;
+    if ((off && !(hd = desc_get(shard_of(h)))) || (tail && !(tl = desc_get(shard_of(h))))) {
+        if (hd) desc_put(shard_of(h), hd);
+        list_push(h, state);
         return NULL;
+    }
+    if (hd) { /* h keeps the middle; the head gets a descriptor of its own */
+        hd->base = h->base;
+        hd->map_size = off;
+        hd->freed_at = h->freed_at;
+        hd->aprev = h->aprev;
+        hd->anext = h;
+        if (h->aprev) h->aprev->anext = hd;
+        h->aprev = hd;
+        h->base += off;
+        register_range(hd, hd->base, off);
+        list_push(hd, state);
+    }
+    if (tl) {
+        tl->base = h->base + map;
+        tl->map_size = tail;
+        tl->freed_at = h->freed_at;
+        tl->anext = h->anext;
+        tl->aprev = h;
+        if (h->anext) h->anext->aprev = tl;
+        h->anext = tl;
+        register_range(tl, tl->base, tail);
+        list_push(tl, state);
+    }
+    h->map_size = map;
+    h->state = state; /* the caller decides what it becomes */
+    return h;
+}
+
+/* The offset of the first align-aligned address in h that leaves map bytes,
+ * or (size_t)-1. */
+static size_t fit(const struct huge *h, size_t map, size_t align) {
+    size_t off = (size_t)(round_up((uintptr_t)h->base, align) - (uintptr_t)h->base);
+    return off <= h->map_size && h->map_size - off >= map ? off : (size_t)-1;
+}
+
+/* The smallest range of the list that fits, no larger than map + slack. */
+static struct huge *best_fit(struct huge *list, size_t map, size_t align, size_t slack, size_t *off) {
+    struct huge *best = NULL;
+    for (struct huge *c = list; c; c = c->next) {
+        size_t o = fit(c, map, align);
+        if (o != (size_t)-1 && c->map_size - map <= slack && (!best || c->map_size < best->map_size)) {
+            best = c;
+            *off = o;
+        }
+    }
+    return best;
+}
+
+/* A new region of at least map bytes, all FREE. */
+static bool region_add(struct shard *s, size_t map, size_t align) {
+    size_t want = s->st.reserved > REGION_MIN ? s->st.reserved : REGION_MIN;
+    if (want > REGION_MAX) want = REGION_MAX;
+    want = round_up(want, CHUNK_SIZE);
+    if (align < CHUNK_SIZE) align = CHUNK_SIZE;
+    char *base = NULL;
+    size_t size = want;
+    if (want >= map + align) base = os_reserve(size, CHUNK_SIZE); /* room to align inside */
+    if (!base) base = os_reserve(size = map, align);                /* address space is short */
+    if (!base) return false;
+    struct huge *h = desc_get(s);
+    if (!h || !pagemap_spare_ensure() || !register_range(h, base, size)) {
+        register_range(NULL, base, size);
+        os_release(base, size);
+        if (h) desc_put(s, h);
+        return false;
     }
     h->base = base;
-    h->map_size = map;
-    h->zeroed = true;
-    if (!register_range(h, base, map, true)) {
-        register_range(h, base, map, false);
-        os_release(base, map);
-        lock_acquire(&huge_lock);
-        desc_free(h);
-        lock_release(&huge_lock);
-        return NULL;
+    h->map_size = size;
+    int node = numa_place_node((int)(s - shards)); /* the node of the shard's first CPU */
+    if (node >= 0 && os_place_on_node(base, size, node)) s->st.placed++;
+    if (!s->st.reserved) atomic_fetch_add_explicit(&shards_in_use, 1, memory_order_relaxed);
+    reserved_add(s, size);
+    list_push(h, HUGE_FREE);
+    return true;
+}
+
+/* The range h (a free one that fits at off) becomes a USED range of map
+ * bytes; *zeroed, *freed_at: what its memory was (lock held). */
+static struct huge *take_at(struct huge *h, size_t off, size_t map, bool *zeroed, uint64_t *freed_at) {
+    struct shard *s = shard_of(h);
+    *zeroed = h->state == HUGE_FREE;
+    *freed_at = h->freed_at;
+    if (h->state == HUGE_CACHED) s->st.cache_hits++;
+    list_unlink(h);
+    if (!(h = cut(h, off, map))) return NULL;
+    h->state = HUGE_USED;
+    s->st.mapped += map;
+    return h;
+}
+
+/* A range of the shard's lists that fits, without purging or reserving. */
+static struct huge *take_listed(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    size_t off = 0;
+    struct huge *h = NULL;
+    if (align <= CHUNK_SIZE) h = best_fit(s->cache_head, map, align, map / 4, &off); /* hot, whole */
+    if (!h) h = best_fit(s->free_head, map, align, SIZE_MAX, &off);
+    if (!h) h = best_fit(s->cache_head, map, align, SIZE_MAX, &off);
+    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+}
+
+/* A range of map bytes at an align boundary, USED, with its pagemap
+ * entries: from the shard's lists, else from its cached ranges purged
+ * (oldest first) until free neighbours merge into a fit, else (reserve)
+ * from a new region.  NULL when there is none, or the kernel or the
+ * metadata refuses (lock held). */
+static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve, bool *zeroed,
+                         uint64_t *freed_at) {
+    struct huge *h = take_listed(s, map, align, zeroed, freed_at);
+    if (h) return h;
+    size_t off = 0;
+    while (s->cache_tail) {
+        struct huge *m = purge_one(s->cache_tail);
+        if ((off = fit(m, map, align)) != (size_t)-1) return take_at(m, off, map, zeroed, freed_at);
     }
-    lock_acquire(&huge_lock);
-    hst.mapped += map;
-    lock_release(&huge_lock);
+    if (!reserve || !region_add(s, map, align)) return NULL;
+    return take_listed(s, map, align, zeroed, freed_at);
+}
+
+/* This CPU's shard first; then what the others have listed; then the
+ * others' cached ranges purged until they merge into a fit (each lock in
+ * turn, never two at once); only then does this shard reserve more, so a
+ * steady state that fits in what is reserved maps nothing. */
+static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    unsigned me = (unsigned)os_cpu() & (HUGE_SHARDS - 1);
+    struct shard *s = &shards[me];
+    lock_acquire(&s->lock);
+    struct huge *h = take_listed(s, map, align, zeroed, freed_at);
+    lock_release(&s->lock);
+    for (int pass = 0; pass < 3 && !h; pass++)
+        for (unsigned i = 0; !h && i < HUGE_SHARDS; i++) {
+            struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
+            if ((pass == 0 && i == 0) || (pass == 2 && i > 0)) continue;
+            if (i > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
+            lock_acquire(&o->lock);
+            h = pass == 0 ? take_listed(o, map, align, zeroed, freed_at)
+                          : take(o, map, align, pass == 2, zeroed, freed_at);
+            lock_release(&o->lock);
+        }
     return h;
 }
 
@@ -128,54 +341,51 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     }
     size_t size = round_up(n, PAGE_SIZE);
     size_t map = round_up(size, CHUNK_SIZE);
-    struct huge *h = extent_get(map, align);
+    bool zeroed = false;
+    uint64_t freed_at = 0;
+    struct huge *h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
-        h = extent_get(map, align);
+        h = take_any(map, align, &zeroed, &freed_at);
     }
     if (!h) {
         errno = ENOMEM;
         return NULL;
     }
     h->size = size;
-    h->state = HUGE_USED;
-    h->next = h->prev = NULL;
-    if (zero) { /* hot or cold from how long ago the cached extent was freed */
-        if (h->zeroed) clear_zero_skipped(size);
-        else clear_hint(h->base, size, FOLIO_CLEAR_TOUCH | clear_age_hint(h->freed_at));
+    if (zero) { /* hot or cold from how long ago the cached range was freed */
+        if (zeroed) clear_zero_skipped(size);
+        else clear_hint(h->base, size, FOLIO_CLEAR_TOUCH | clear_age_hint(freed_at));
     }
-    h->zeroed = false;
     atomic_fetch_add_explicit(&counts.allocs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&counts.bytes, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
     return h->base;
 }
 
+/* The cache bound is the process's, split evenly among the shards in use
+ * (no count shared by every CPU on the free path): a shard past its share
+ * purges its oldest (lock held). */
+static void cache_bound(struct shard *s) {
+    int n = atomic_load_explicit(&shards_in_use, memory_order_relaxed);
+    size_t limit = ((size_t)opt.huge_cache_mib << 20) / (size_t)(n > 1 ? n : 1);
+    while (s->cache_tail && s->cached_bytes > limit) purge_one(s->cache_tail);
+}
+
 void huge_free(struct huge *h, void *p) {
     if (p != h->base) os_fatal_ptr("free(): invalid pointer", p);
-    lock_acquire(&huge_lock);
+    struct shard *s = shard_of(h);
+    lock_acquire(&s->lock);
     if (h->state != HUGE_USED) {
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         os_fatal_ptr("free(): double free", p);
     }
-    h->state = HUGE_CACHED;
     atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
-    h->zeroed = false;
+    s->st.mapped -= h->map_size;
     h->freed_at = os_now_ms();
-    h->prev = NULL;
-    h->next = cache_head;
-    if (cache_head) cache_head->prev = h;
-    else cache_tail = h;
-    cache_head = h;
-    cached_bytes += h->map_size;
-    atomic_fetch_add(&dirty_cached_bytes, h->map_size);
-    while (cached_bytes > ((size_t)opt.huge_cache_mib << 20) && cache_tail) {
-        struct huge *old = cache_tail;
-        cache_unlink(old);
-        if (!old->zeroed) atomic_fetch_sub(&dirty_cached_bytes, old->map_size);
-        extent_release(old);
-    }
-    lock_release(&huge_lock);
+    list_push(h, HUGE_CACHED);
+    cache_bound(s);
+    lock_release(&s->lock);
     atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
 }
 
@@ -195,48 +405,94 @@ char *huge_fit_grid(char *r, size_t room, size_t old, size_t map) {
     return a;
 }
 
+/* h's range left its region (moved away by mremap): its neighbours are no
+ * longer adjacent to it. */
+static void addr_unlink(struct huge *h) {
+    if (h->aprev) h->aprev->anext = h->anext;
+    if (h->anext) h->anext->aprev = h->aprev;
+    h->aprev = h->anext = NULL;
+}
+
 /* Move the extent to wherever the kernel finds room for map + one chunk:
  * mremap without a destination counts only the growth against RLIMIT_AS,
  * where a reserved destination needs the old and the new size at once.
  * The spare chunk makes room to align: the kernel aligns anonymous
  * mappings of 2 MiB multiples (then the spare is cut off the tail); else the
  * contents are moved down to the next 2 MiB boundary with memmove, the one
- * copy a huge realloc makes, and only under address space pressure.  Lock
- * held; the pagemap leaves the new range needs are held in advance. */
+ * copy a huge realloc makes, and only under address space pressure.  The
+ * moved extent is a region of its own.  Lock held. */
 static char *move_anywhere(struct huge *h, size_t map) {
     size_t room = map + CHUNK_SIZE, old = h->map_size;
     if (map > ((size_t)1 << (CHUNK_SHIFT + PAGEMAP_LEAF_BITS)) || !pagemap_spare_ensure()) return NULL;
-    register_range(h, h->base, old, false); /* before the old range can be anyone's */
+    register_range(NULL, h->base, old); /* before the old range can be anyone's */
     char *r = os_move(h->base, old, room);
     if (!r) {
-        register_range(h, h->base, old, true); /* its leaves exist */
+        register_range(h, h->base, old); /* its leaves exist */
         return NULL;
     }
     char *a = huge_fit_grid(r, room, old, map);
-    register_range(h, a, map, true); /* the spare leaves cover it */
+    register_range(h, a, map); /* the spare leaves cover it */
+    reserved_add(shard_of(h), map - old);
+    addr_unlink(h);
     return a;
 }
 
-/* Grow the extent to map bytes without copying when the kernel allows:
- * in place, else moved onto a reserved aligned range, else anywhere. */
+/* Grow the live block h's range to map bytes in place: the free ranges
+ * that follow it (adjacent) give their front.  False when they are too
+ * few.  h->map_size stays the old size for the caller's counts. */
+static bool grow_in_place(struct huge *h, size_t map) {
+    size_t have = h->map_size, old = h->map_size;
+    for (struct huge *n = h->anext, *p = h; have < map && adjacent(p, n) && n->state != HUGE_USED;
+         p = n, n = n->anext)
+        have += n->map_size;
+    struct huge *spare = have >= map ? desc_get(shard_of(h)) : NULL; /* the one cut below cannot fail */
+    if (!spare) return false;
+    desc_put(shard_of(h), spare);
+    while (h->map_size < map) {
+        struct huge *n = h->anext;
+        size_t need = map - h->map_size;
+        list_unlink(n);
+        if (n->map_size > need) n = cut(n, 0, need);
+        absorb_next(h, n);
+    }
+    h->map_size = old;
+    return true;
+}
+
+/* Grow the block to map bytes without copying: in place, else its pages
+ * move onto a free range of its shard (mremap; its old range leaves the
+ * region), else anywhere.  Lock held. */
 static char *grow(struct huge *h, size_t map) {
-    char *r = os_remap(h->base, h->map_size, map, NULL);
-    if (r) {
-        register_range(h, r, map, true); /* an unset entry only hides an interior pointer */
-        return r;
-    }
-    char *dst = pagemap_spare_ensure() ? os_reserve(map, CHUNK_SIZE) : NULL;
-    if (dst) {
-        register_range(h, h->base, h->map_size, false);
-        r = os_remap(h->base, h->map_size, map, dst);
-        if (r) {
-            register_range(h, r, map, true);
-            return r;
+    struct shard *s = shard_of(h);
+    if (grow_in_place(h, map)) return h->base;
+    bool zeroed;
+    uint64_t freed_at;
+    struct huge *d = take(s, map, CHUNK_SIZE, true, &zeroed, &freed_at);
+    if (d) {
+        register_range(NULL, h->base, h->map_size);
+        if (os_remap(h->base, h->map_size, h->map_size, d->base)) {
+            s->st.mremaps++;
+            reserved_add(s, -h->map_size); /* the old range is the kernel's again */
+            addr_unlink(h);
+            /* h takes d's place in its region */
+            h->aprev = d->aprev;
+            h->anext = d->anext;
+            if (d->aprev) d->aprev->anext = h;
+            if (d->anext) d->anext->aprev = h;
+            h->base = d->base;
+            s->st.mapped -= map; /* h is counted at its old size; the caller adds the growth */
+            desc_put(s, d);
+            register_range(h, h->base, map);
+            return h->base;
         }
-        register_range(h, h->base, h->map_size, true);
-        os_release(dst, map);
+        register_range(h, h->base, h->map_size);
+        s->st.mapped -= d->map_size;
+        d->freed_at = os_now_ms();
+        list_push(d, HUGE_CACHED);
     }
-    return move_anywhere(h, map);
+    char *r = move_anywhere(h, map);
+    if (r) s->st.mremaps++;
+    return r;
 }
 
 /* Unlocked: only a call racing with a free of the same block (a program
@@ -246,16 +502,18 @@ enum fault huge_check(const struct huge *h, const void *p) {
     return __atomic_load_n(&h->state, __ATOMIC_RELAXED) == HUGE_USED ? FAULT_NONE : FAULT_FREED;
 }
 
-/* A live extent's mapping becomes map bytes (resized or moved): its usable
+/* A live extent's range becomes map bytes (resized or moved): its usable
  * size, the live bytes it is counted for. */
 static void resize_map(struct huge *h, size_t map) {
     atomic_fetch_add_explicit(&counts.live_bytes, map - h->map_size, memory_order_relaxed);
+    shard_of(h)->st.mapped += map - h->map_size;
     h->map_size = map;
 }
 
-/* Resize without copying: shrink or grow in place, else move the pages to a
- * new aligned range with mremap.  NULL when the kernel refuses even after
- * address space was given back (the caller then copies). */
+/* Resize without copying: shrink in place (the tail is cached like a freed
+ * block), grow into the free ranges that follow, else move the pages with
+ * mremap.  NULL when the kernel refuses even after address space was given
+ * back (the caller then copies). */
 void *huge_realloc(struct huge *h, void *p, size_t n) {
     if (p != h->base) os_fatal_ptr("realloc(): invalid pointer", p);
     if (h->state != HUGE_USED) os_fatal_ptr("realloc(): freed pointer", p);
@@ -265,80 +523,126 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         h->size = size;
         return p;
     }
-    lock_acquire(&huge_lock);
+    struct shard *s = shard_of(h);
+    lock_acquire(&s->lock);
     if (map < h->map_size) {
-        register_range(h, h->base + map, h->map_size - map, false);
-        if (os_remap(h->base, h->map_size, map, NULL)) {
-            hst.mapped -= h->map_size - map;
-            resize_map(h, map);
+        size_t old = h->map_size;
+        h->state = HUGE_CACHED; /* cut keeps the state for the tail */
+        if (cut(h, 0, map)) {
+            h->anext->freed_at = os_now_ms();
+            atomic_fetch_sub_explicit(&counts.live_bytes, old - map, memory_order_relaxed);
+            s->st.mapped -= old - map; /* the tail was counted again as cached */
         } else {
-            register_range(h, h->base + map, h->map_size - map, true);
+            list_unlink(h); /* no descriptor: the block keeps its size */
         }
+        h->state = HUGE_USED;
         h->size = size;
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         return p;
     }
     char *r = grow(h, map);
     if (!r) { /* give address space back (not under the lock), retry once */
-        lock_release(&huge_lock);
+        lock_release(&s->lock);
         as_reclaim();
-        lock_acquire(&huge_lock);
+        lock_acquire(&s->lock);
         r = grow(h, map);
     }
     if (r) {
-        hst.mremaps++;
-        hst.mapped += map - h->map_size;
         h->base = r;
         resize_map(h, map);
         h->size = size;
     }
-    lock_release(&huge_lock);
+    lock_release(&s->lock);
     return r;
 }
 
-/* Purge cached extents free for longer than the delay (all: every cached
- * extent, and unmap them). */
+/* Purge cached ranges free for longer than the delay (all: every one);
+ * their address space stays.  Returns the bytes purged. */
 size_t huge_purge(bool all) {
     uint64_t now = os_now_ms();
     size_t done = 0;
-    lock_acquire(&huge_lock);
-    struct huge *h = cache_tail;
-    while (h) {
-        struct huge *prev = h->prev;
-        if (all) {
-            done += h->map_size;
-            if (!h->zeroed) atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
-            cache_unlink(h);
-            extent_release(h);
-        } else if (!h->zeroed && h->freed_at + (uint64_t)opt.purge_delay_ms <= now) {
-            os_purge(h->base, h->map_size);
-            h->zeroed = true;
-            atomic_fetch_sub(&dirty_cached_bytes, h->map_size);
-            hst.purges++;
-            hst.purged_bytes += h->map_size;
-            done += h->map_size;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        while (s->cache_tail && (all || s->cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
+            done += s->cache_tail->map_size;
+            purge_one(s->cache_tail);
         }
-        h = prev;
+        lock_release(&s->lock);
     }
-    lock_release(&huge_lock);
     return done;
 }
 
-size_t huge_dirty_bytes(void) { return atomic_load_explicit(&dirty_cached_bytes, memory_order_relaxed); }
+/* Address space is short (as_reclaim): every range not in use goes back to
+ * the kernel.  Returns the bytes unmapped. */
+size_t huge_release(void) {
+    size_t done = 0;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        while (s->cache_tail) purge_one(s->cache_tail);
+        for (struct huge *h = s->free_head, *next; h; h = next) {
+            next = h->next;
+            register_range(NULL, h->base, h->map_size);
+            if (!os_release(h->base, h->map_size)) {
+                register_range(h, h->base, h->map_size);
+                continue;
+            }
+            list_unlink(h);
+            addr_unlink(h);
+            reserved_add(s, -h->map_size);
+            done += h->map_size;
+            desc_put(s, h);
+        }
+        lock_release(&s->lock);
+    }
+    return done;
+}
+
+size_t huge_dirty_bytes(void) {
+    size_t sum = 0;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) sum += __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED);
+    return sum;
+}
 
 void huge_stats(struct huge_stats *st) {
-    lock_acquire(&huge_lock);
-    *st = hst;
-    st->cached = cached_bytes;
-    lock_release(&huge_lock);
+    memset(st, 0, sizeof *st);
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        lock_acquire(&s->lock);
+        st->mapped += s->st.mapped;
+        st->cached += s->cached_bytes;
+        st->cache_hits += s->st.cache_hits;
+        st->mremaps += s->st.mremaps;
+        st->purges += s->st.purges;
+        st->purged_bytes += s->st.purged_bytes;
+        st->reserved += s->st.reserved;
+        st->placed += s->st.placed;
+        lock_release(&s->lock);
+    }
     st->allocs = atomic_load_explicit(&counts.allocs, memory_order_relaxed);
     st->bytes = atomic_load_explicit(&counts.bytes, memory_order_relaxed);
     st->frees = atomic_load_explicit(&counts.frees, memory_order_relaxed);
     st->live_bytes = atomic_load_explicit(&counts.live_bytes, memory_order_relaxed);
 }
 
-void huge_lock_all(void) { lock_acquire(&huge_lock); }
-void huge_unlock_all(bool child) {
-    if (child) lock_reset(&huge_lock);
-    else lock_release(&huge_lock);
+/* the shards that were ever used (and the first, always) */
+void huge_visit_locks(lock_visit_fn *fn, void *ctx) {
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        struct lock_stat ls;
+        lock_stat_read(&s->lock, &ls);
+        if (s == shards || ls.acquired || ls.contended) fn(ctx, "huge", s - shards, &s->lock);
+    }
 }
+
+/* fork: every shard's lock, in address order (one rank) */
+void huge_lock_all(void) {
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) lock_acquire(&s->lock);
+}
+void huge_unlock_all(bool child) {
+    for (struct shard *s = shards + HUGE_SHARDS; s-- > shards;) {
+        if (child) lock_reset(&s->lock);
+        else lock_release(&s->lock);
+    }
+}
+

@@ -15,6 +15,13 @@ void page_unlock_all(bool child) {
     huge_unlock_all(child);
 }
 
+/* every lock of the page layer, for the report */
+void page_visit_locks(lock_visit_fn *fn, void *ctx) {
+    huge_visit_locks(fn, ctx);
+    pageset_visit_locks(fn, ctx);
+    zone_visit_locks(fn, ctx);
+}
+
 /* malloc_trim: every free page back to the kernel (the pagesets drained
  * first, so their pages merge and purge with the zone's). */
 size_t page_trim(void) {

@@ -46,6 +46,7 @@ void pageset_corrupt_count(int i, long delta); /* tests: make pageset_check fail
 #endif
 size_t slab_check_current(void);     /* the calling thread's heap (slab.c): violations */
 size_t zone_release_free(void); /* unmap whole free chunks and the reservation's unused tail */
+void zone_visit_locks(lock_visit_fn *fn, void *ctx);
 void zone_lock_all(void);
 void zone_unlock_all(bool child);
 
@@ -98,6 +99,7 @@ void pageset_hold_decay(void); /* no automatic decay from now on */
 void pageset_force_sizing(int cpus, long heap_pages);
 #endif
 void pageset_drain_all(void);
+void pageset_visit_locks(lock_visit_fn *fn, void *ctx);
 void pageset_lock_all(void);
 void pageset_unlock_all(bool child);
 
@@ -115,13 +117,17 @@ size_t huge_usable(struct huge *h, void *p);
  * start (invalid), or a block that was freed (double free / freed pointer). */
 enum fault { FAULT_NONE, FAULT_INVALID, FAULT_FREED };
 enum fault huge_check(const struct huge *h, const void *p);
-size_t huge_purge(bool all);
+size_t huge_purge(bool all);  /* memory of cached blocks back; address space kept */
+size_t huge_release(void);      /* address space is short: unmap every range not in use */
 char *huge_fit_grid(char *r, size_t room, size_t old, size_t map); /* huge_realloc's alignment step */
 size_t huge_dirty_bytes(void);
+void huge_visit_locks(lock_visit_fn *fn, void *ctx);
 void huge_lock_all(void);
 void huge_unlock_all(bool child);
 struct huge_stats {
     uint64_t mapped, cached, cache_hits, mremaps, purges, purged_bytes;
+    uint64_t reserved; /* address space of the regions (mapped: blocks in use and cached) */
+    uint64_t placed;   /* regions placed on their shard's NUMA node (more than one node) */
     uint64_t allocs, bytes, frees, live_bytes; /* blocks; live_bytes: net, by mapping size */
 };
 void huge_stats(struct huge_stats *st);
@@ -129,6 +135,7 @@ void huge_stats(struct huge_stats *st);
 /* ---------------------------------------------------------------- locks.c */
 void page_lock_all(void); /* fork: huge, pagesets, zone, in rank order */
 void page_unlock_all(bool child);
+void page_visit_locks(lock_visit_fn *fn, void *ctx); /* huge, pagesets, zone */
 size_t page_trim(void); /* malloc_trim: bytes given back */
 
 /* ---------------------------------------------------------------- purge */

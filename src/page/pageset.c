@@ -689,6 +689,10 @@ void pageset_totals(struct pageset_stats *sum) {
     sum->in_use = atomic_load_explicit(&nr_in_use, memory_order_relaxed);
 }
 
+void pageset_visit_locks(lock_visit_fn *fn, void *ctx) {
+    for (int i = 0; i < nr_pagesets; i++) fn(ctx, "pageset", i, &pagesets[i].lock);
+}
+
 void pageset_lock_all(void) {
     for (int i = 0; i < nr_pagesets; i++) lock_acquire(&pagesets[i].lock);
 }

@@ -12,8 +12,8 @@
  *    travels up as NULL to the tier's entry point (small_alloc_slow,
  *    large_alloc, huge_alloc, huge_realloc), which holds no folio lock, calls
  *    as_reclaim once and retries once; a second failure is ENOMEM;
- *  - as_reclaim gives back in order of cheapness: the huge cache (unmapped
- *    whole), the calling thread's empty slabs and the abandoned empty ones,
+ *  - as_reclaim gives back in order of cheapness: every huge range not in
+ *    use (unmapped), the calling thread's empty slabs and the abandoned empty ones,
  *    every pageset (drained to the zone, so buddies merge into whole chunks),
  *    then every whole free zone chunk and the arena tail (unmapped);
  *  - it takes each module's lock in turn through that module's own calls and
@@ -23,7 +23,7 @@
 static _Atomic uint64_t reclaims, released_bytes;
 
 void as_reclaim(void) {
-    size_t released = huge_purge(true);
+    size_t released = huge_release();
     if (obj_hooks->give_back) obj_hooks->give_back(); /* the object layer's empty slabs */
     pageset_drain_all();
     released += zone_release_free();

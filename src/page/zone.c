@@ -575,6 +575,8 @@ void zone_stats(struct zone_stats *st) {
     zone_unlock();
 }
 
+void zone_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "zone", -1, &zone.lock); }
+
 void zone_lock_all(void) { lock_acquire(&zone.lock); }
 /* In a fork child the purger that was madvising a block outside the lock
  * does not exist: its block goes back on the lists, as dirty (it may be

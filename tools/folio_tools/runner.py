@@ -26,6 +26,7 @@ import fnmatch
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -68,6 +69,9 @@ def add_parser(sub):
                    help="output directory (default: <repo>/bench-results/latest)")
     p.add_argument("--only", metavar="PATTERNS",
                    help="comma-separated shell patterns of workload names to run (e.g. 'churn,larson')")
+    p.add_argument("--threads", metavar="LIST",
+                   help="comma-separated thread counts: of the workloads named NAME-<N>t (the "
+                        "scaling and faults suites), run only those with N in LIST (e.g. '1,2,64')")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                    help="seconds before a run is killed and counted as failed (default %(default)s)")
     p.add_argument("--install", action="store_true",
@@ -103,8 +107,15 @@ def list_suites(quick):
         print()
 
 
-def select_workloads(suite, only, quick=False):
-    ws = [w for w in suite.workloads if not (quick and w.full_only)]
+def _threads_ok(name, threads):
+    """A workload named NAME-<N>t runs when N is in threads (None: all)."""
+    m = re.search(r"-(\d+)t$", name)
+    return threads is None or m is None or int(m.group(1)) in threads
+
+
+def select_workloads(suite, only, quick=False, threads=None):
+    ws = [w for w in suite.workloads if not (quick and w.full_only and threads is None)
+          and _threads_ok(w.name, threads)]
     if not only:
         return ws
     pats = [p.strip() for p in only.split(",") if p.strip()]
@@ -277,7 +288,12 @@ def cmd_bench(args):
     if quick:
         for n in names:
             skipped_workloads += [f"{n}/{w.name}" for w in SUITES[n].workloads if w.full_only]
-    plan_suites = [(SUITES[n], select_workloads(SUITES[n], args.only, quick)) for n in names]
+    try:
+        threads = None if not args.threads else {int(x) for x in args.threads.split(",") if x.strip()}
+    except ValueError:
+        _say(f"folio bench: --threads: not a list of numbers: {args.threads}")
+        return 2
+    plan_suites = [(SUITES[n], select_workloads(SUITES[n], args.only, quick, threads)) for n in names]
     plan_suites = [(s, ws) for s, ws in plan_suites if ws]
     if skipped_workloads:
         _say(f"note: full run only, not run with --quick: {', '.join(skipped_workloads)}")

@@ -1,0 +1,122 @@
+// folio-test: tsan
+/* test_huge_steady: blocks of any size, allocated and freed in a loop, make
+ * no mmap, munmap, mremap or mprotect call after a warm-up (issue 15: every
+ * such call takes the kernel's mmap lock for writing).  4 threads malloc,
+ * touch and free blocks of 16 KiB..256 MiB (log-uniform, each thread its
+ * own seed), after holding the largest live set once (KEEP blocks of
+ * 256 MiB each at the same time), WARMUP rounds, then ROUNDS more while folio's own counters
+ * (os_*_calls) must not move; once with the default huge cache, once with
+ * FOLIO_HUGE_CACHE_MIB=0 (every free purged at once: memory goes back,
+ * address space stays).  Blocks are filled at both ends and checked before
+ * they are freed. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "api.h"
+
+#ifdef FOLIO_TEST_GLIBC
+int main(void)
+{
+    SKIP("folio's counters need folio");
+}
+#else
+
+#define THREADS 4
+#define WARMUP 300
+#define ROUNDS 300
+#define KEEP 3 /* blocks each thread holds at once */
+
+static pthread_barrier_t phase;
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* 16 KiB .. 256 MiB, uniform in log2 */
+static size_t pick(uint64_t *s)
+{
+    unsigned shift = 14 + (unsigned)(rnd(s) % 15); /* 2^14 .. 2^28 */
+    size_t lo = (size_t)1 << shift;
+    return lo + (size_t)(rnd(s) % lo);
+}
+
+static void round_of(uint64_t *seed, char **held, size_t *sizes, unsigned char tag)
+{
+    int i = (int)(rnd(seed) % KEEP);
+    if (held[i]) {
+        CHECK(held[i][0] == (char)tag && held[i][sizes[i] - 1] == (char)tag, "block of %zu bytes changed", sizes[i]);
+        free(held[i]);
+    }
+    sizes[i] = pick(seed) < ((size_t)256 << 20) ? pick(seed) : ((size_t)256 << 20);
+    held[i] = malloc(OPAQUE(sizes[i]));
+    CHECK(held[i] != NULL, "malloc(%zu)", sizes[i]);
+    held[i][0] = held[i][sizes[i] - 1] = (char)tag;
+}
+
+static void *work(void *arg)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)((intptr_t)arg + 1);
+    unsigned char tag = (unsigned char)(intptr_t)arg + 1;
+    char *held[KEEP] = {0};
+    size_t sizes[KEEP] = {0};
+    /* the largest live set first: every thread holds KEEP blocks of the
+     * largest size at once, so what follows needs no more in all */
+    for (int i = 0; i < KEEP; i++)
+        CHECK((held[i] = malloc(OPAQUE((size_t)256 << 20))) != NULL, "malloc(256 MiB)");
+    pthread_barrier_wait(&phase);
+    for (int i = 0; i < KEEP; i++) {
+        free(held[i]);
+        held[i] = NULL;
+    }
+    for (int r = 0; r < WARMUP; r++)
+        round_of(&seed, held, sizes, tag);
+    pthread_barrier_wait(&phase); /* warm */
+    pthread_barrier_wait(&phase); /* counted */
+    for (int r = 0; r < ROUNDS; r++)
+        round_of(&seed, held, sizes, tag);
+    for (int i = 0; i < KEEP; i++)
+        free(held[i]);
+    return NULL;
+}
+
+static uint64_t calls(void)
+{
+    return report_u64("os_mmap_calls") + report_u64("os_munmap_calls") + report_u64("os_mremap_calls") +
+           report_u64("os_mprotect_calls");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    const char *cache = getenv("FOLIO_HUGE_CACHE_MIB");
+    pthread_barrier_init(&phase, NULL, THREADS + 1);
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, work, (void *)(intptr_t)i) == 0, "pthread_create");
+    pthread_barrier_wait(&phase); /* the peak */
+    pthread_barrier_wait(&phase);
+    uint64_t c0 = calls(), mm0 = report_u64("os_mmap_calls"), mad0 = report_u64("os_madvise_calls");
+    pthread_barrier_wait(&phase);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    uint64_t c1 = calls(), mad1 = report_u64("os_madvise_calls");
+    NOTE("huge cache %s MiB: after warm-up %llu mmap calls, then %d x %d rounds: %llu mmap/munmap/mremap/mprotect, "
+         "%llu madvise; %llu MiB of huge address space",
+         cache ? cache : "default", (unsigned long long)mm0, THREADS, ROUNDS, (unsigned long long)(c1 - c0),
+         (unsigned long long)(mad1 - mad0), (unsigned long long)(report_u64("huge_reserved_bytes") >> 20));
+    CHECK(c1 == c0, "huge cache %s MiB: %llu mmap-family calls after warm-up", cache ? cache : "default",
+          (unsigned long long)(c1 - c0));
+    if (cache && strcmp(cache, "0") == 0)
+        CHECK(mad1 > mad0, "a cache of 0 purged nothing");
+    reexec_with_env(argv, "FOLIO_HUGE_CACHE_MIB", "0");
+    return 0;
+}
+#endif
