@@ -111,6 +111,13 @@ typedef struct {
     int rank; /* enum lock_rank */
 } lock_t;
 #define LOCK_INIT(r) {0, (r)}
+
+/* State that every fork writes (the locks fork_prepare takes, what the
+ * child's handlers reset) lives in one output section ("folio_fork", no
+ * leading dot: the linker gathers it whole instead of per object file) that
+ * fits a page: each page written after a fork is copied once in the parent
+ * and once in the child, and a shell forks for every subshell. */
+#define FORK_STATE __attribute__((section("folio_fork")))
 static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
 
 #ifdef FOLIO_DEBUG

@@ -34,7 +34,7 @@
 
 #define SPAN_DIRTY_LISTED 0x4u
 
-static struct zone {
+static FORK_STATE struct zone {
     lock_t lock;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
@@ -76,15 +76,18 @@ static void zone_unlock(void) {
 }
 
 /* ---- descriptors: a pool owned by the zone (lock held) ---- */
+/* Batches are small (3 KiB) because filling one writes every descriptor: a
+ * small program then touches the metadata pages it uses, not a reserve. */
+#define DESC_BATCH 16
 static bool desc_reserve(uint32_t n) {
     while (zone.desc_pool_n < n) {
-        struct span *batch = meta_alloc(sizeof(struct span) * 64);
+        struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
         if (!batch) return false;
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < DESC_BATCH; i++) {
             batch[i].next = zone.desc_pool;
             zone.desc_pool = &batch[i];
         }
-        zone.desc_pool_n += 64;
+        zone.desc_pool_n += DESC_BATCH;
     }
     return true;
 }
@@ -264,8 +267,9 @@ static bool arena_reserve(void) {
 }
 
 /* Put a new chunk in the zone as one zeroed whole free block; an arena's
- * first chunk, which holds metadata, does not count: growth goes on. */
-static bool chunk_grow(void) {
+ * first chunk, which holds metadata, counts only when !whole (the caller
+ * can use part of a chunk): otherwise growth goes on. */
+static bool chunk_grow(bool whole) {
     for (;;) {
         /* what chunk_add takes, and what the caller had reserved for after */
         if (!desc_reserve(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2)) return false;
@@ -278,7 +282,7 @@ static bool chunk_grow(void) {
             continue;
         }
         chunk_add(base, true, 0);
-        if ((uintptr_t)base != arena_base((uintptr_t)base)) return true;
+        if (!whole || (uintptr_t)base != arena_base((uintptr_t)base)) return true;
     }
 }
 
@@ -344,10 +348,16 @@ static struct span *block_take(unsigned order) {
     struct span *d = NULL;
     for (; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
     }
+    if (!d && !zone.free_head[CHUNK_SMALL][MAX_ORDER] && !zone.arenas && chunk_grow(false)) {
+        /* the first arena's metadata chunk (a small chunk) is used first: a
+         * small program then touches one chunk's table page, not two */
+        for (k = order; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
+        }
+    }
     if (!d) {
         k = MAX_ORDER;
         d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
-        if (!d && chunk_grow()) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+        if (!d && chunk_grow(true)) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
         if (d) {
             *chunk_type(d->chunk) = (uint8_t)type; /* a whole free chunk takes the type of its first use */
         } else {
