@@ -79,6 +79,34 @@ struct os_calls {
 };
 void os_calls(struct os_calls *c);
 
+/* Transparent huge pages (issue 14): the system's settings, read from
+ * /sys/kernel/mm/transparent_hugepage, and the advice folio gives.  A mode
+ * is one of enum os_thp_mode; a size's "inherit" is resolved to the
+ * top-level mode. */
+enum os_thp_mode { OS_THP_NEVER, OS_THP_MADVISE, OS_THP_ALWAYS, OS_THP_UNKNOWN };
+enum os_thp_defrag { OS_DEFRAG_ALWAYS, OS_DEFRAG_DEFER, OS_DEFRAG_DEFER_MADVISE, OS_DEFRAG_MADVISE,
+                     OS_DEFRAG_NEVER, OS_DEFRAG_UNKNOWN };
+#define OS_THP_SIZES 10 /* 4 KiB << 1 .. 4 KiB << 10: 8 KiB .. 4 MiB */
+struct os_thp {
+    int enabled;                /* the top-level mode */
+    int defrag;                 /* enum os_thp_defrag */
+    int size_mode[OS_THP_SIZES]; /* [o - 1]: the mode of 4 KiB << o, inherit resolved; UNKNOWN: no such size */
+    int pmd;                    /* the mode of 2 MiB pages (the chunk size), resolved */
+};
+void os_thp_read(struct os_thp *t); /* reads sysfs: a few opens */
+extern const char *const os_thp_mode_names[];   /* by enum os_thp_mode */
+extern const char *const os_thp_defrag_names[]; /* by enum os_thp_defrag */
+bool os_advise_huge(void *p, size_t size, bool huge); /* MADV_HUGEPAGE, or MADV_NOHUGEPAGE */
+bool os_collapse(void *p, size_t size);               /* MADV_COLLAPSE; false: refused or unsupported */
+bool os_populate_write(void *p, size_t size);         /* MADV_POPULATE_WRITE; false: unsupported */
+/* the madvise calls above, by advice, since start */
+struct os_advice_calls {
+    uint64_t hugepage, nohugepage, collapse, populate;
+};
+void os_advice_calls(struct os_advice_calls *c);
+/* AnonHugePages and Rss of /proc/self/smaps_rollup, in bytes (0: unreadable) */
+void os_smaps_rollup(uint64_t *anon_huge, uint64_t *rss);
+
 /* text.c: v in decimal, NUL-terminated, somewhere inside buf */
 const char *u64_text(char buf[24], uint64_t v);
 
@@ -192,6 +220,12 @@ static inline void lock_reset(lock_t *l) {
       "threads for one very large clear: 0 = the CPUs this process may use (at most 4), "     \
       "1 = never split, N = at most N")                                                        \
     X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB") \
+    X(thp, "FOLIO_THP", 0,                                                                     \
+      "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense, once the "  \
+      "heap holds 8 MiB), never (1), always (2: every chunk); within what the system allows")   \
+    X(populate, "FOLIO_POPULATE", 1,                                                           \
+      "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \
+      "pages, once the heap holds 8 MiB) is faulted in one call (MADV_POPULATE_WRITE); 0: page by page") \
     X(live, "FOLIO_LIVE", 1,                                                                   \
       "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
       "first second on, at most once a second); 0: publish nothing")
@@ -204,6 +238,8 @@ struct folio_options {
 };
 extern struct folio_options opt;
 extern const char *const clear_strategy_names[]; /* FOLIO_CLEAR's names, by strategy number */
+enum { FOLIO_THP_AUTO, FOLIO_THP_NEVER, FOLIO_THP_ALWAYS, FOLIO_THP_NMODES };
+extern const char *const thp_option_names[]; /* FOLIO_THP's names, by value */
 void options_init(void);
 
 /* ---------------------------------------------------------------- bg */

@@ -259,6 +259,10 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
+    /* a class that filled a slab fills this one too: fault it in at once */
+    if ((s->flags & SLAB_FRESH) && h->bins[c].full &&
+        thp_populate(s->start, (size_t)s->npages << PAGE_SHIFT, zone_chunk_huge(s)))
+        s->flags = 0;
     return s;
 }
 
