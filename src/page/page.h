@@ -164,6 +164,7 @@ enum chunk_huge {
 };
 #define THP_HEAP_PAGES (4 * CHUNK_PAGES) /* auto: the heap (8 MiB) from which new chunks will be dense */
 const struct os_thp *thp_system(void); /* the system's settings, read on first use */
+void thp_after_fork_child(void);
 /* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages);
 void thp_arena_reserved(void *p, size_t size);

@@ -45,6 +45,12 @@ const struct os_thp *thp_system(void) {
     return &sys;
 }
 
+/* A fork child: a thread that was reading the settings is not there. */
+void thp_after_fork_child(void) {
+    int reading = 1;
+    atomic_compare_exchange_strong(&sys_state, &reading, 0);
+}
+
 /* Some page size above 4 KiB may back an advised range. */
 static bool system_allows(const struct os_thp *t) {
     for (int i = 0; i < OS_THP_SIZES; i++)
@@ -73,7 +79,9 @@ void thp_arena_reserved(void *p, size_t size) {
 }
 
 bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all) {
-    if (!huge(state) || all || chunk_free_pages * 2 >= CHUNK_PAGES || pressure_state() != 0) return false;
+    /* the last measured pressure: this runs under the zone lock, which a
+     * measurement (file reads) should not hold up */
+    if (!huge(state) || all || chunk_free_pages * 2 >= CHUNK_PAGES || pressure_peek() != 0) return false;
     atomic_fetch_add_explicit(&skipped, 1, memory_order_relaxed);
     return true;
 }

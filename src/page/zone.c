@@ -678,6 +678,7 @@ void zone_unlock_all(bool child) {
         lock_release(&zone.lock);
         return;
     }
+    thp_after_fork_child();
     struct span *d = zone.purging;
     zone.purging = NULL;
     if (d && desc_reserve(MAX_ORDER + 1)) {
