@@ -576,11 +576,17 @@ static void chunk_free(struct span *s) {
 
 /* ---- the page heap's entry points ---- */
 
-/* Only power-of-two spans (every slab) go through the pagesets: their lists
- * never merge, so the cut-off tail of an odd-sized span would sit there,
- * resident, while the next odd size took fresh pages; the zone carves such
- * spans exactly and merges them back when they are freed. */
-static bool pcp_size(size_t n) { return n >= 1 && n <= (1u << PCP_MAX_ORDER) && (n & (n - 1)) == 0; }
+/* In a heap under THP_HEAP_PAGES only power-of-two spans (every slab) go
+ * through the pagesets: their lists never merge, so the cut-off tail of an
+ * odd-sized span would sit there, resident, while the next odd size took
+ * fresh pages (a small program's RSS); the zone carves such spans exactly
+ * and merges them back when they are freed.  A larger heap reuses the cut
+ * pieces, and after a purge keeps less resident with them in the pagesets
+ * (docs/notes/startup.md). */
+static bool pcp_size(size_t n) {
+    return n >= 1 && n <= (1u << PCP_MAX_ORDER) &&
+           ((n & (n - 1)) == 0 || zone_in_use_pages() >= THP_HEAP_PAGES);
+}
 
 /* A span of exactly npages pages aligned to align_pages (a power of two). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
