@@ -576,16 +576,17 @@ static void chunk_free(struct span *s) {
 
 /* ---- the page heap's entry points ---- */
 
-/* In a heap under THP_HEAP_PAGES only power-of-two spans (every slab) go
- * through the pagesets: their lists never merge, so the cut-off tail of an
- * odd-sized span would sit there, resident, while the next odd size took
- * fresh pages (a small program's RSS); the zone carves such spans exactly
- * and merges them back when they are freed.  A larger heap reuses the cut
- * pieces, and after a purge keeps less resident with them in the pagesets
- * (docs/notes/startup.md). */
-static bool pcp_size(size_t n) {
-    return n >= 1 && n <= (1u << PCP_MAX_ORDER) &&
-           ((n & (n - 1)) == 0 || zone_in_use_pages() >= THP_HEAP_PAGES);
+/* Only power-of-two spans (every slab) are taken from the pagesets: their
+ * lists never merge, so the cut-off tail of an odd-sized span would sit
+ * there, resident, while the next odd size took fresh pages; the zone
+ * carves such spans one after another (next fit).  Freed, an odd span goes
+ * to the pagesets too once the heap holds THP_HEAP_PAGES: cut into aligned
+ * blocks there, it is reused for slabs, and less of it is left resident
+ * after a purge than when the zone keeps its small pieces (alloc_purge:
+ * 48-51 MiB instead of 57-66 after the delay; docs/notes/startup.md). */
+static bool pcp_size(size_t n) { return n >= 1 && n <= (1u << PCP_MAX_ORDER) && (n & (n - 1)) == 0; }
+static bool pcp_takes_free(size_t n) {
+    return pcp_size(n) || (n >= 1 && n <= (1u << PCP_MAX_ORDER) && zone_in_use_pages() >= THP_HEAP_PAGES);
 }
 
 /* A span of exactly npages pages aligned to align_pages (a power of two). */
@@ -598,7 +599,7 @@ struct span *page_alloc(size_t npages, size_t align_pages) {
 void page_free(struct span *s) {
     size_t n = s->npages;
     s->flags &= SPAN_ZEROED;
-    if (pcp_size(n)) return pcp_free(s);
+    if (pcp_takes_free(n)) return pcp_free(s);
     if (n == CHUNK_PAGES && s->page_idx == 0) return chunk_free(s);
     zone_free_span(s);
 }

@@ -48,6 +48,8 @@ static FORK_STATE struct zone {
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
+    struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
+    uint32_t odd_next;
     struct zone_stats st;
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
@@ -429,13 +431,61 @@ static unsigned order_for(size_t pages) {
     return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
 }
 
+/* Odd-sized spans are carved one after another (next fit): a span starts
+ * where the last one ended when the free blocks there hold it.  Carved each
+ * from its own power-of-two block, they would leave the tails as holes of
+ * orders below a slab's, which no later request uses: never touched with
+ * 4 KiB pages, but resident in a huge chunk.  Takes the free blocks that
+ * cover [idx, idx + n) of c (lock held, descriptors reserved), or NULL. */
+static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
+    uint32_t end = idx;
+    while (end < idx + n) {
+        if (end >= CHUNK_PAGES) return NULL;
+        struct span *b = atomic_load_explicit(&c->span_of[end], memory_order_relaxed);
+        if (!b || span_kind(b) != SPAN_ZONE_FREE || b->page_idx != end || b->chunk != c) return NULL;
+        end += b->npages;
+    }
+    struct span *first = NULL;
+    bool zeroed = true, last_zeroed = true;
+    uint64_t freed_at = 0;
+    for (uint32_t i = idx; i < end;) {
+        struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_relaxed);
+        list_del(b);
+        dirty_del(b);
+        set_head(c, i, NULL);
+        free_add(c, -(long)b->npages);
+        last_zeroed = b->flags & SPAN_ZEROED;
+        zeroed &= last_zeroed;
+        freed_at = b->freed_at;
+        i += b->npages;
+        if (!first) first = b;
+        else desc_put(b);
+    }
+    if (end > idx + n) range_insert(c, idx + n, end - idx - n, last_zeroed, freed_at, NULL);
+    span_set_kind(first, SPAN_TAKEN);
+    first->page_idx = idx;
+    first->npages = n;
+    first->order = (uint8_t)order_for(n);
+    first->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
+    first->flags = zeroed ? SPAN_ZEROED : 0;
+    return first;
+}
+
 struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
     unsigned order = order_for(want);
+    bool odd = (npages & (npages - 1)) != 0 && align_pages <= 1;
     zone_lock();
     struct span *d = NULL;
-    if (desc_reserve(2 * MAX_ORDER + 2)) d = block_take(order);
+    if (desc_reserve(2 * MAX_ORDER + 2)) {
+        if (odd && zone.odd_chunk) d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (!d) d = block_take(order);
+    }
+    if (d && odd) {
+        zone.odd_chunk = d->chunk;
+        zone.odd_next = d->page_idx + (uint32_t)npages;
+    }
     if (d) {
         if (npages < d->npages) {
             range_insert(d->chunk, d->page_idx + (uint32_t)npages, d->npages - (uint32_t)npages,
