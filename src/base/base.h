@@ -222,10 +222,10 @@ static inline void lock_reset(lock_t *l) {
     X(clear_mt_mib, "FOLIO_CLEAR_MT_MIB", 128, "smallest clear split across threads, in MiB") \
     X(thp, "FOLIO_THP", 0,                                                                     \
       "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense, once the "  \
-      "heap holds 8 MiB), never (1), always (2: every chunk); within what the system allows")   \
+      "heap holds 32 MiB), never (1), always (2: every chunk); within what the system allows")   \
     X(populate, "FOLIO_POPULATE", 1,                                                           \
       "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \
-      "pages, once the heap holds 8 MiB) is faulted in one call (MADV_POPULATE_WRITE); 0: page by page") \
+      "pages, once the heap holds 32 MiB) is faulted in one call (MADV_POPULATE_WRITE); 0: page by page") \
     X(live, "FOLIO_LIVE", 1,                                                                   \
       "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
       "first second on, at most once a second); 0: publish nothing")

@@ -7,7 +7,9 @@
  *  - FOLIO_THP=auto: a chunk the zone starts to use untouched, once the
  *    heap holds THP_HEAP_PAGES (the zone places blocks in the fullest
  *    chunk first, so a chunk is opened only when the others are full, and
- *    a heap that large keeps filling it); a chunk that filled up before,
+ *    a heap that large keeps filling it; below that, the chunks partly
+ *    used cost too large a share of the heap: docs/notes/startup.md has
+ *    the trade-off); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free;
  *  - always: every chunk the zone starts to use; never: none (and, where

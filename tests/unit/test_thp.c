@@ -1,14 +1,14 @@
 /* Unit test: the huge-page policy (thp.c) and the zone's use of it.
  *  - which chunks are advised: none under FOLIO_THP=never (no MADV_HUGEPAGE
- *    call, counted by os.c, while the heap grows past 8 MiB); under auto
+ *    call, counted by os.c, while the heap grows past 32 MiB); under auto
  *    not a chunk of a small heap nor one already touched, and the next
- *    untouched chunk once the heap holds 8 MiB;
+ *    untouched chunk once the heap holds 32 MiB;
  *  - a huge chunk is purged only whole: a dirty free block in it is left
  *    resident while more than half of the chunk is in use (counted), and
  *    purged once half is free, after MADV_NOHUGEPAGE; trim and memory
  *    pressure purge at once;
  *  - collapse candidates: untouched-policy chunks at most 1/16 free in a
- *    heap of 8 MiB;
+ *    heap of 32 MiB;
  *  - the zone's per-chunk free counts and invariants hold throughout. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #include "api_layer.h"
 #include "unit.h"
 
-#define GROW 8
+#define GROW ((int)(THP_HEAP_PAGES / CHUNK_PAGES) + 2)
 static struct span *grown[2 * GROW];
 
 /* The free block of the zone that starts at page idx of chunk c, if any. */
@@ -67,13 +67,13 @@ int main(void) {
     os_advice_calls(&a0);
     uint8_t state = CHUNK_HUGE_NONE;
     thp_chunk_used(NULL, &state, true, THP_HEAP_PAGES - 1);
-    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 8 MiB was advised");
+    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 32 MiB was advised");
     thp_chunk_used(NULL, &state, false, THP_HEAP_PAGES);
     EXPECT(state == CHUNK_HUGE_NONE, "a touched chunk was advised");
     os_advice_calls(&a1);
     EXPECT(a1.hugepage == a0.hugepage, "a chunk left alone got MADV_HUGEPAGE");
 
-    /* ---- never: the heap grows past 8 MiB without MADV_HUGEPAGE ---- */
+    /* ---- never: the heap grows past 32 MiB without MADV_HUGEPAGE ---- */
     opt.thp = FOLIO_THP_NEVER;
     struct thp_stats t0, t1;
     thp_stats(&t0);
@@ -92,7 +92,7 @@ int main(void) {
     for (int i = 0; i < GROW; i++)
         EXPECT(zone_chunk_huge(grown[i]) == CHUNK_HUGE_NONE, "chunk %d marked huge under never", i);
 
-    /* ---- auto: the next untouched chunk of an 8 MiB heap is advised ---- */
+    /* ---- auto: the next untouched chunk of a 32 MiB heap is advised ---- */
     opt.thp = FOLIO_THP_AUTO;
     if (!allowed) {
         printf("SKIP auto advice and whole purges: the system allows no transparent huge pages "
@@ -104,7 +104,7 @@ int main(void) {
     }
     struct span *x = zone_alloc_pages(CHUNK_PAGES, 1);
     EXPECT(x, "one more chunk");
-    EXPECT(zone_chunk_huge(x) == CHUNK_HUGE_ADVISED, "the chunk of an 8 MiB heap is in state %u",
+    EXPECT(zone_chunk_huge(x) == CHUNK_HUGE_ADVISED, "the chunk of a 32 MiB heap is in state %u",
            zone_chunk_huge(x));
     os_advice_calls(&a1);
     thp_stats(&t1);
