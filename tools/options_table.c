@@ -9,9 +9,13 @@
 
 #include "base.h"
 
+/* FOLIO_THP's values by name (base.h enum; options.c is not linked here) */
+static const char *const thp_names[] = {"auto", "never", "always"};
+
 /* FOLIO_CLEAR's default, 0, is the strategy "auto" */
 static const char *default_text(const char *env, long def, char buf[32]) {
     if (!strcmp(env, "FOLIO_CLEAR") && def == 0) return "auto";
+    if (!strcmp(env, "FOLIO_THP")) return thp_names[def];
     snprintf(buf, 32, "%ld", def);
     return buf;
 }

@@ -11,7 +11,7 @@
 #include "api_layer.h"
 
 _Atomic int folio_ready;
-static lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
+static FORK_STATE lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
 
 /* a thread of the program is exiting: the purger may have spare slabs to
  * give back, and must leave if this was the program's last thread */

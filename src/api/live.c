@@ -38,12 +38,12 @@ struct live_head {
 };
 _Static_assert(sizeof(struct live_head) == 64, "folio top reads a 64-byte header");
 
-static struct live_head *page;
+static FORK_STATE struct live_head *page;
 static size_t page_size;
 static int page_pid;
 static char page_path[40];
-static _Atomic uint64_t due_ms;  /* the next write, not before */
-static _Atomic int busy;         /* a publisher is at work */
+static FORK_STATE _Atomic uint64_t due_ms;  /* the next write, not before */
+static FORK_STATE _Atomic int busy;         /* a publisher is at work */
 static _Atomic int ended;        /* exit: the file is gone, never make another */
 static char text[64 * 1024];
 
@@ -97,7 +97,7 @@ static void drop_file(void) {
     if (page && page_pid == os_getpid()) os_shm_drop(page_path, NULL, 0);
 }
 
-static bool enabled;
+static FORK_STATE bool enabled;
 
 void live_init(void) {
     enabled = opt.live != 0;

@@ -48,6 +48,9 @@ struct snapshot {
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
     struct as_stats as;
     struct os_calls calls;
+    struct os_advice_calls advice;
+    struct thp_stats thp;
+    uint64_t anon_huge, smaps_rss; /* /proc/self/smaps_rollup */
 };
 
 static void snap(struct snapshot *s) {
@@ -70,6 +73,9 @@ static void snap(struct snapshot *s) {
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);
     s->map_failures = atomic_load(&os_map_failures);
     os_calls(&s->calls);
+    os_advice_calls(&s->advice);
+    thp_stats(&s->thp);
+    os_smaps_rollup(&s->anon_huge, &s->smaps_rss);
     as_stats(&s->as);
 }
 
@@ -93,6 +99,31 @@ static void lock_entry(void *ctx, const char *name, long index, lock_t *l) {
     sb_put(j->b, ", \"held_ns\": ");
     sb_u64(j->b, st.held_ns);
     sb_put(j->b, "}");
+}
+
+/* The system's THP settings and FOLIO_THP, as one JSON object. */
+static void thp_json(struct sb *b) {
+    const struct os_thp *t = thp_system();
+    sb_put(b, "\"thp\": {\"option\": \"");
+    sb_put(b, thp_option_names[opt.thp]);
+    sb_put(b, "\", \"enabled\": \"");
+    sb_put(b, os_thp_mode_names[t->enabled]);
+    sb_put(b, "\", \"defrag\": \"");
+    sb_put(b, os_thp_defrag_names[t->defrag]);
+    sb_put(b, "\", \"pmd\": \"");
+    sb_put(b, os_thp_mode_names[t->pmd]);
+    sb_put(b, "\", \"sizes\": {");
+    int first = 1;
+    for (int o = 1; o <= OS_THP_SIZES; o++) {
+        if (t->size_mode[o - 1] == OS_THP_UNKNOWN) continue;
+        sb_put(b, first ? "\"" : ", \"");
+        sb_u64(b, (uint64_t)4 << o);
+        sb_put(b, "kB\": \"");
+        sb_put(b, os_thp_mode_names[t->size_mode[o - 1]]);
+        sb_put(b, "\"");
+        first = 0;
+    }
+    sb_put(b, "}},\n");
 }
 
 EXPORT size_t folio_report_json(char *buf, size_t len) {
@@ -165,6 +196,21 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "peak_rss_bytes", s.maxrss);
     kv(&b, "minor_faults", s.minflt);
     kv(&b, "major_faults", s.majflt);
+    /* huge pages and batched faulting (thp.c) */
+    kv(&b, "thp_chunks_advised", s.thp.advised);
+    kv(&b, "thp_chunks_collapsed", s.thp.collapsed);
+    kv(&b, "thp_chunks_split", s.thp.split);
+    kv(&b, "thp_purges_skipped", s.thp.purges_skipped);
+    kv(&b, "populated_bytes", s.thp.populated_bytes);
+    kv(&b, "os_madvise_hugepage_calls", s.advice.hugepage);
+    kv(&b, "os_madvise_nohugepage_calls", s.advice.nohugepage);
+    kv(&b, "os_madvise_collapse_calls", s.advice.collapse);
+    kv(&b, "os_madvise_populate_calls", s.advice.populate);
+    kv(&b, "anon_huge_bytes", s.anon_huge);
+    kv(&b, "smaps_rss_bytes", s.smaps_rss);
+    /* minor faults per MiB of peak RSS, in thousandths */
+    kv(&b, "faults_per_peak_mib_milli", s.maxrss ? s.minflt * 1000u * (1u << 20) / s.maxrss : 0);
+    thp_json(&b);
     struct clear_stats cs; /* the clearing engine */
     clear_stats(&cs);
     kv(&b, "cleared_bytes_loop", cs.loop);

@@ -91,6 +91,33 @@ int numa_place_node(int cpu);   /* the node to place cpu's memory on; -1: one no
 #ifdef FOLIO_TEST_HOOKS
 void numa_set_root(const char *dir); /* tests: a fake sysfs tree (dir/devices/system/node/...) */
 #endif
+/* Transparent huge pages (issue 14): the system's settings, read from
+ * /sys/kernel/mm/transparent_hugepage, and the advice folio gives.  A mode
+ * is one of enum os_thp_mode; a size's "inherit" is resolved to the
+ * top-level mode. */
+enum os_thp_mode { OS_THP_NEVER, OS_THP_MADVISE, OS_THP_ALWAYS, OS_THP_UNKNOWN };
+enum os_thp_defrag { OS_DEFRAG_ALWAYS, OS_DEFRAG_DEFER, OS_DEFRAG_DEFER_MADVISE, OS_DEFRAG_MADVISE,
+                     OS_DEFRAG_NEVER, OS_DEFRAG_UNKNOWN };
+#define OS_THP_SIZES 10 /* 4 KiB << 1 .. 4 KiB << 10: 8 KiB .. 4 MiB */
+struct os_thp {
+    int enabled;                /* the top-level mode */
+    int defrag;                 /* enum os_thp_defrag */
+    int size_mode[OS_THP_SIZES]; /* [o - 1]: the mode of 4 KiB << o, inherit resolved; UNKNOWN: no such size */
+    int pmd;                    /* the mode of 2 MiB pages (the chunk size), resolved */
+};
+void os_thp_read(struct os_thp *t); /* reads sysfs: a few opens */
+extern const char *const os_thp_mode_names[];   /* by enum os_thp_mode */
+extern const char *const os_thp_defrag_names[]; /* by enum os_thp_defrag */
+bool os_advise_huge(void *p, size_t size, bool huge); /* MADV_HUGEPAGE, or MADV_NOHUGEPAGE */
+bool os_collapse(void *p, size_t size);               /* MADV_COLLAPSE; false: refused or unsupported */
+bool os_populate_write(void *p, size_t size);         /* MADV_POPULATE_WRITE; false: unsupported */
+/* the madvise calls above, by advice, since start */
+struct os_advice_calls {
+    uint64_t hugepage, nohugepage, collapse, populate;
+};
+void os_advice_calls(struct os_advice_calls *c);
+/* AnonHugePages and Rss of /proc/self/smaps_rollup, in bytes (0: unreadable) */
+void os_smaps_rollup(uint64_t *anon_huge, uint64_t *rss);
 
 /* text.c: v in decimal, NUL-terminated, somewhere inside buf */
 const char *u64_text(char buf[24], uint64_t v);
@@ -134,6 +161,13 @@ typedef struct {
 #define LOCK_INIT(r) {0, (r), 0, 0, 0, 0}
 extern INTERNAL bool lock_timing; /* FOLIO_LOCK_STATS=1, set once by options_init */
 void lock_timing_start(void);
+
+/* State that every fork writes (the locks fork_prepare takes, what the
+ * child's handlers reset) lives in one output section ("folio_fork", no
+ * leading dot: the linker gathers it whole instead of per object file) that
+ * fits a page: each page written after a fork is copied once in the parent
+ * and once in the child, and a shell forks for every subshell. */
+#define FORK_STATE __attribute__((section("folio_fork")))
 static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
 
 #ifdef FOLIO_DEBUG
@@ -237,6 +271,12 @@ static inline void lock_reset(lock_t *l) {
     X(lock_stats, "FOLIO_LOCK_STATS", 0,                                                       \
       "1: time every folio lock's holds (two cycle-counter reads per hold; the report's "     \
       "locks[].held_ns); acquisitions and waits are always counted")                         \
+    X(thp, "FOLIO_THP", 0,                                                                     \
+      "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense, once the "  \
+      "heap holds 32 MiB), never (1), always (2: every chunk); within what the system allows")   \
+    X(populate, "FOLIO_POPULATE", 1,                                                           \
+      "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \
+      "pages, once the heap holds 32 MiB) is faulted in one call (MADV_POPULATE_WRITE); 0: page by page") \
     X(live, "FOLIO_LIVE", 1,                                                                   \
       "1: publish the counters for `folio top` in /dev/shm/folio.<pid> (from the process's "  \
       "first second on, at most once a second); 0: publish nothing")
@@ -249,6 +289,8 @@ struct folio_options {
 };
 extern struct folio_options opt;
 extern const char *const clear_strategy_names[]; /* FOLIO_CLEAR's names, by strategy number */
+enum { FOLIO_THP_AUTO, FOLIO_THP_NEVER, FOLIO_THP_ALWAYS, FOLIO_THP_NMODES };
+extern const char *const thp_option_names[]; /* FOLIO_THP's names, by value */
 void options_init(void);
 
 /* ---------------------------------------------------------------- bg */

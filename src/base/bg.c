@@ -20,7 +20,9 @@
 
 #define BG_MAX 72 /* the purger and up to 64 clearing helpers */
 
-static _Atomic int bg_tids[BG_MAX];
+/* page-aligned: bg.o is the library's first object with FORK_STATE data, so
+ * the section starts on a page and (under 4 KiB) stays on it */
+static FORK_STATE __attribute__((aligned(4096))) _Atomic int bg_tids[BG_MAX];
 
 bool bg_start(void *(*fn)(void *), void *arg) {
     sigset_t all, old;

@@ -33,13 +33,19 @@ const char *const clear_strategy_names[FOLIO_CLEAR_NSTRATEGIES] = {
     [FOLIO_CLEAR_NT_AVX512] = "nt-avx512",
 };
 
+const char *const thp_option_names[FOLIO_THP_NMODES] = {
+    [FOLIO_THP_AUTO] = "auto", [FOLIO_THP_NEVER] = "never", [FOLIO_THP_ALWAYS] = "always"};
+
 static void parse(const char *env, long *v) {
     const char *s = getenv(env), *end;
     if (!s || !*s) return;
     uint64_t x = os_parse_size(s, &end);
-    if (end == s && !strcmp(env, "FOLIO_CLEAR")) { /* a strategy's name */
-        for (int i = 0; i < FOLIO_CLEAR_NSTRATEGIES; i++)
-            if (!strcmp(s, clear_strategy_names[i])) *v = i;
+    const char *const *names = !strcmp(env, "FOLIO_CLEAR") ? clear_strategy_names
+                               : !strcmp(env, "FOLIO_THP") ? thp_option_names : NULL;
+    int nnames = names == clear_strategy_names ? FOLIO_CLEAR_NSTRATEGIES : FOLIO_THP_NMODES;
+    if (end == s && names) { /* a value's name */
+        for (int i = 0; i < nnames; i++)
+            if (!strcmp(s, names[i])) *v = i;
         return;
     }
     if (end == s || x > (uint64_t)LONG_MAX) return; /* not a number (or negative): the default stays */
@@ -53,6 +59,7 @@ void options_init(void) {
     if (opt.purge_min_order > MAX_ORDER) opt.purge_min_order = MAX_ORDER;
     if (opt.pcp_batch < 1) opt.pcp_batch = 1;
     if (opt.pcp_batch > 1024) opt.pcp_batch = 1024;
+    if (opt.thp < 0 || opt.thp >= FOLIO_THP_NMODES) opt.thp = FOLIO_THP_AUTO;
     opt.report_path = getenv("FOLIO_REPORT");
     if (opt.lock_stats == 1) lock_timing_start();
 }

@@ -492,3 +492,91 @@ void os_shm_drop(const char *path, void *p, size_t size) {
     if (path) unlink(path);
     if (p) sys_munmap(p, size);
 }
+
+/* ---- transparent huge pages ---- */
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+const char *const os_thp_mode_names[] = {"never", "madvise", "always", "unknown"};
+const char *const os_thp_defrag_names[] = {"always", "defer", "defer+madvise", "madvise", "never",
+                                           "unknown"};
+
+/* The bracketed word of a sysfs choice ("always [madvise] never"), as an
+ * index into names (n of them), or -1. */
+static int sysfs_choice(const char *path, const char *const *names, int n) {
+    char buf[128];
+    if (!os_read_file(path, buf, sizeof buf)) return -1;
+    char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
+    if (!b) return -1;
+    *b = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(a + 1, names[i])) return i;
+    return -1;
+}
+
+void os_thp_read(struct os_thp *t) {
+    static const char *const per_size[] = {"never", "madvise", "always", "inherit"};
+    const char *dir = "/sys/kernel/mm/transparent_hugepage/";
+    char path[96];
+    strcpy(path, dir);
+    strcat(path, "enabled");
+    int e = sysfs_choice(path, os_thp_mode_names, 3);
+    t->enabled = e < 0 ? OS_THP_UNKNOWN : e;
+    strcpy(path, dir);
+    strcat(path, "defrag");
+    int d = sysfs_choice(path, os_thp_defrag_names, 5);
+    t->defrag = d < 0 ? OS_DEFRAG_UNKNOWN : d;
+    for (int o = 1; o <= OS_THP_SIZES; o++) {
+        char num[24];
+        strcpy(path, dir);
+        strcat(path, "hugepages-");
+        strcat(path, u64_text(num, (uint64_t)4 << o));
+        strcat(path, "kB/enabled");
+        int m = sysfs_choice(path, per_size, 4);
+        t->size_mode[o - 1] = m < 0 ? OS_THP_UNKNOWN : m == 3 ? t->enabled : m;
+    }
+    /* kernels before multi-size THP have no per-size files: the PMD size follows enabled */
+    t->pmd = t->size_mode[8] != OS_THP_UNKNOWN ? t->size_mode[8] : t->enabled;
+}
+
+static _Atomic uint64_t calls_hugepage, calls_nohugepage, calls_collapse, calls_populate;
+
+bool os_advise_huge(void *p, size_t size, bool huge) {
+    count_call(huge ? &calls_hugepage : &calls_nohugepage);
+    return sys_madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+}
+
+bool os_collapse(void *p, size_t size) {
+    count_call(&calls_collapse);
+    return sys_madvise(p, size, MADV_COLLAPSE) == 0;
+}
+
+bool os_populate_write(void *p, size_t size) {
+    count_call(&calls_populate);
+    return sys_madvise(p, size, MADV_POPULATE_WRITE) == 0;
+}
+
+void os_advice_calls(struct os_advice_calls *c) {
+    c->hugepage = atomic_load_explicit(&calls_hugepage, memory_order_relaxed);
+    c->nohugepage = atomic_load_explicit(&calls_nohugepage, memory_order_relaxed);
+    c->collapse = atomic_load_explicit(&calls_collapse, memory_order_relaxed);
+    c->populate = atomic_load_explicit(&calls_populate, memory_order_relaxed);
+}
+
+static uint64_t kb_field(const char *buf, const char *key) {
+    const char *s = strstr(buf, key);
+    return s ? (uint64_t)strtoull(s + strlen(key), NULL, 10) * 1024u : 0;
+}
+
+void os_smaps_rollup(uint64_t *anon_huge, uint64_t *rss) {
+    char buf[2048];
+    *anon_huge = *rss = 0;
+    if (!os_read_file("/proc/self/smaps_rollup", buf, sizeof buf)) return;
+    *anon_huge = kb_field(buf, "\nAnonHugePages:");
+    *rss = kb_field(buf, "\nRss:");
+}

@@ -654,7 +654,7 @@ static void parse_mode(void) {
     forced = c > 0 && c < FOLIO_CLEAR_NSTRATEGIES && (c == FOLIO_CLEAR_HYBRID || ktab[c]) ? (int)c : 0;
 }
 
-static lock_t init_lock = LOCK_INIT(LOCK_RANK_CLEAR_INIT);
+static FORK_STATE lock_t init_lock = LOCK_INIT(LOCK_RANK_CLEAR_INIT);
 
 static void engine_init(void) {
     lock_acquire(&init_lock);

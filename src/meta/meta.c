@@ -11,7 +11,7 @@
 
 #define META_RESERVE (4u << 20)
 
-static lock_t meta_lock = LOCK_INIT(LOCK_RANK_META);
+static FORK_STATE lock_t meta_lock = LOCK_INIT(LOCK_RANK_META);
 static char *meta_cur, *meta_end;
 
 void *meta_alloc(size_t size) {

@@ -116,6 +116,8 @@ struct arena_head {
     uint8_t type[ARENA_CHUNKS];  /* zone: which sizes each chunk was split for (zone.c) */
     uint8_t state[ARENA_CHUNKS]; /* enum chunk_state */
     struct arena_head *next;     /* zone: every arena */
+    uint16_t free_pages[ARENA_CHUNKS]; /* zone: free pages of each chunk in the zone (zone.c) */
+    uint8_t huge[ARENA_CHUNKS];        /* zone: each chunk's huge-page state (thp.c) */
 };
 
 extern _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];

@@ -15,7 +15,7 @@ struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap *
 uint8_t bin_word_small[65]; /* all 0 before slab_init: bin 0 of heap_none, empty */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
-static lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
+static FORK_STATE lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
 static struct heap *heaps_all; /* every heap struct, under heap_lock */
 /* heaps of exited threads, for the next ones: a starting thread takes one
  * without a lock (heap_lock only registers a new struct, and folds an
@@ -233,17 +233,29 @@ static void unfull(struct bin *b, struct span *s) {
                                             memory_order_relaxed);
 }
 
-/* Carve never-used objects onto s->free: a page's worth, but at least 8
- * (the whole slab of the classes of 4 KiB and up, which would otherwise take
- * the slow path on every allocation; their first pages are touched a little
- * earlier than their owner would touch them). */
+/* A slab whose pages were not resident when it was made (fresh from the
+ * kernel, or purged): extend() touches no page before an object on it is
+ * handed out. */
+#define SLAB_FRESH 0x8u
+
+/* Carve never-used objects onto s->free.  On a fresh slab, those whose
+ * first word (the link written here) lies in the pages the first of them
+ * covers, which its owner is about to write anyway: a page fault costs more
+ * than the slow path that the classes of 4 KiB and up then take per object.
+ * Elsewhere (resident pages) a page's worth, but at least 8, so that those
+ * classes do not take the slow path on every allocation. */
 static void extend(struct span *s) {
     size_t size = s->obj_size;
-    size_t left = (size_t)(s->bump_end - s->bump) / size;
-    size_t k = PAGE_SIZE / size;
-    if (k < 8) k = 8;
-    if (k > left) k = left;
     char *p = s->bump;
+    size_t left = (size_t)(s->bump_end - p) / size, k;
+    if (s->flags & SLAB_FRESH) {
+        uintptr_t touched = ((uintptr_t)p + size + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
+        k = (touched - (uintptr_t)p - 1) / size + 1;
+    } else {
+        k = PAGE_SIZE / size;
+        if (k < 8) k = 8;
+    }
+    if (k > left) k = left;
     for (size_t i = 0; i + 1 < k; i++)
         *(uintptr_t *)(p + i * size) = slab_link_encode(slab_tag(p + i * size), p + (i + 1) * size);
     *(uintptr_t *)(p + (k - 1) * size) = slab_link_encode(slab_tag(p + (k - 1) * size), s->free);
@@ -288,12 +300,16 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->slow_used = 0;
     s->bump = s->start;
     s->bump_end = s->start + (size_t)ci->capacity * ci->size;
-    s->flags = 0;
+    s->flags = !mapped && (s->flags & SPAN_ZEROED) ? SLAB_FRESH : 0;
     s->next = s->prev = NULL;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
+    /* a class that filled a slab fills this one too: fault it in at once */
+    if ((s->flags & SLAB_FRESH) && h->bins[c].full &&
+        thp_populate(s->start, (size_t)s->npages << PAGE_SHIFT, zone_chunk_huge(s)))
+        s->flags = 0;
     return s;
 }
 

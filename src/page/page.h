@@ -159,6 +159,39 @@ void purge_note_thread_exit(void); /* a thread of the program is exiting */
 void purge_register_bg_work(void (*fn)(uint64_t now_ms));
 uint64_t purge_bg_interval_ms(void); /* how often the purger wakes; 0: it is not running */
 
+/* ---------------------------------------------------------------- thp */
+/* Huge pages for chunks and batched faulting (thp.c).  A chunk's state is
+ * arena_head.huge[i], changed under the zone lock. */
+enum chunk_huge {
+    CHUNK_HUGE_NONE,      /* 4 KiB pages (as far as folio asked) */
+    CHUNK_HUGE_ADVISED,   /* MADV_HUGEPAGE before its first touch */
+    CHUNK_HUGE_COLLAPSED, /* MADV_COLLAPSE once it was dense */
+    CHUNK_HUGE_SPLIT,     /* purged in part: MADV_NOHUGEPAGE until it is whole and untouched again */
+    CHUNK_HUGE_REFUSED,   /* the kernel refused a collapse: not tried again */
+};
+#define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which new chunks will be dense */
+const struct os_thp *thp_system(void); /* the system's settings, read on first use */
+void thp_after_fork_child(void);
+/* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */
+void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages);
+void thp_arena_reserved(void *p, size_t size);
+/* the purger may not break a huge chunk for a partial purge (counted) */
+bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all);
+/* a partial purge of a huge chunk comes: true if the caller must advise it
+ * MADV_NOHUGEPAGE (outside the lock, before the purge) */
+bool thp_split(uint8_t *state);
+bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_pages);
+void thp_collapsed(uint8_t *state, bool ok);
+/* fault in what will be written now (chunk_state: its chunk's); true if done */
+bool thp_populate(void *p, size_t bytes, uint8_t chunk_state);
+struct thp_stats {
+    uint64_t advised, collapsed, split, purges_skipped, populated_bytes;
+};
+void thp_stats(struct thp_stats *st);
+size_t zone_in_use_pages(void);           /* pages of the zone's chunks not free in it */
+uint8_t zone_chunk_huge(const struct span *s); /* the huge state of s's chunk */
+size_t zone_collapse_dense(unsigned max); /* the purger: collapse up to max dense chunks */
+
 /* ---------------------------------------------------------------- reclaim */
 /* Address space is a resource: when a mapping fails, a tier's entry point
  * calls as_reclaim (holding no folio lock) and retries once. */

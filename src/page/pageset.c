@@ -75,19 +75,25 @@ struct pageset {
 } __attribute__((aligned(CACHELINE)));
 
 static struct pageset *pagesets;
+/* the pagesets of a machine of up to 4 CPUs: with the other locks fork takes */
+static FORK_STATE struct pageset pagesets_fork[4];
 static int nr_pagesets;
 static bool free_high_batch; /* PCPF_FREE_HIGH_BATCH of every pageset, for the report */
 static _Atomic int nr_in_use; /* pagesets high_max is shared among */
 static int forced_cpus;        /* tests: > 0 replaces nr_in_use */
 static long forced_heap;       /* tests: > 0 replaces the zone's pages */
 static _Atomic uint64_t next_decay_ms, next_reclaim_ms;
-static _Atomic int pcp_grown; /* some pageset's high went above high_min */
+/* some pageset's high went above high_min and above GROWN_PAGES: it may
+ * then hold more than the 2 MiB backlog a background purger is started for
+ * (a small program's caches, below that, never start one) */
+static _Atomic int pcp_grown;
+#define GROWN_PAGES 512
 
 /* ---- static sizing ---- */
 
 static void set_high(struct pageset *ps, long high) {
     ps->high = high;
-    if (high > ps->high_min && !atomic_load_explicit(&pcp_grown, memory_order_relaxed))
+    if (high > ps->high_min && high > GROWN_PAGES && !atomic_load_explicit(&pcp_grown, memory_order_relaxed))
         atomic_store_explicit(&pcp_grown, 1, memory_order_relaxed);
     if (high < ps->high_lowest) ps->high_lowest = high;
     if (high > ps->high_highest) ps->high_highest = high;
@@ -135,7 +141,7 @@ static void size_limits(struct pageset *ps, long zone_pages) {
 void pageset_init(void) {
     int n = os_cpu_count();
     if (n > 1024) n = 1024;
-    pagesets = meta_alloc(sizeof(struct pageset) * (size_t)n);
+    pagesets = n <= 4 ? pagesets_fork : meta_alloc(sizeof(struct pageset) * (size_t)n);
     if (!pagesets) return;
     nr_pagesets = n;
     long batch = opt.pcp_batch;
@@ -570,9 +576,22 @@ static void chunk_free(struct span *s) {
 
 /* ---- the page heap's entry points ---- */
 
+/* Only power-of-two spans (every slab) are taken from the pagesets: their
+ * lists never merge, so the cut-off tail of an odd-sized span would sit
+ * there, resident, while the next odd size took fresh pages; the zone
+ * carves such spans one after another (next fit).  Freed, an odd span goes
+ * to the pagesets too once the heap holds THP_HEAP_PAGES: cut into aligned
+ * blocks there, it is reused for slabs, and less of it is left resident
+ * after a purge than when the zone keeps its small pieces (alloc_purge:
+ * 48-51 MiB instead of 57-66 after the delay; docs/notes/startup.md). */
+static bool pcp_size(size_t n) { return n >= 1 && n <= (1u << PCP_MAX_ORDER) && (n & (n - 1)) == 0; }
+static bool pcp_takes_free(size_t n) {
+    return pcp_size(n) || (n >= 1 && n <= (1u << PCP_MAX_ORDER) && zone_in_use_pages() >= THP_HEAP_PAGES);
+}
+
 /* A span of exactly npages pages aligned to align_pages (a power of two). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
-    if (npages >= 1 && npages <= (1u << PCP_MAX_ORDER) && align_pages <= npages) return pcp_alloc(npages);
+    if (pcp_size(npages) && align_pages <= npages) return pcp_alloc(npages);
     if (npages == CHUNK_PAGES && align_pages <= npages) return chunk_alloc();
     return zone_alloc_pages(npages, align_pages);
 }
@@ -580,7 +599,7 @@ struct span *page_alloc(size_t npages, size_t align_pages) {
 void page_free(struct span *s) {
     size_t n = s->npages;
     s->flags &= SPAN_ZEROED;
-    if (n <= (1u << PCP_MAX_ORDER)) return pcp_free(s);
+    if (pcp_takes_free(n)) return pcp_free(s);
     if (n == CHUNK_PAGES && s->page_idx == 0) return chunk_free(s);
     zone_free_span(s);
 }

@@ -13,7 +13,7 @@
 #define PURGE_THREAD_BACKLOG ((size_t)2 << 20)
 
 static _Atomic uint64_t next_purge_ms;
-static _Atomic int purge_thread_state; /* 0 none, 1 starting/running */
+static FORK_STATE _Atomic int purge_thread_state; /* 0 none, 1 starting/running */
 
 static uint64_t tick_interval(void) {
     uint64_t d = (uint64_t)opt.purge_delay_ms / 4;
@@ -36,7 +36,7 @@ uint64_t purge_bg_interval_ms(void) {
 }
 
 /* One purger at a time: the work frees pages, which may tick again. */
-static _Atomic int purging;
+static FORK_STATE _Atomic int purging;
 
 /* budget: bytes a caller on an allocation path may spend (0: the purger
  * thread, no bound) */
@@ -45,6 +45,7 @@ static void purge_now(size_t budget) {
     pageset_decay_tick();
     zone_purge(false, budget);
     huge_purge(false);
+    if (!budget) zone_collapse_dense(4); /* the purger thread only: each copies 2 MiB */
     if (obj_hooks->reclaim) obj_hooks->reclaim();
     atomic_store_explicit(&purging, 0, memory_order_release);
 }

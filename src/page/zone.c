@@ -21,6 +21,10 @@
  *    next, and from the other type only when the arena cannot grow.  Small
  *    blocks held by pagesets and slabs then pin few chunks, and large spans
  *    still find room.  Whole free chunks are on free_head[0][MAX_ORDER].
+ *  - head->free_pages[i] counts the free pages of chunk i on the lists;
+ *    a block is taken from the fullest chunk among the first few of its
+ *    list, so partly used chunks fill up and sparse ones drain into whole
+ *    free chunks (which purge whole and keep a huge page whole, thp.c);
  *  - arenas (internal.h): the first chunk of each holds the arena's metadata
  *    in its first ARENA_META_PAGES pages, which no block covers, so it is
  *    never a whole free chunk and never unmapped; head->state says which
@@ -34,7 +38,7 @@
 
 #define SPAN_DIRTY_LISTED 0x4u
 
-static struct zone {
+static FORK_STATE struct zone {
     lock_t lock;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
@@ -44,6 +48,8 @@ static struct zone {
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
+    struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
+    uint32_t odd_next;
     struct zone_stats st;
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
@@ -76,15 +82,18 @@ static void zone_unlock(void) {
 }
 
 /* ---- descriptors: a pool owned by the zone (lock held) ---- */
+/* Batches are small (3 KiB) because filling one writes every descriptor: a
+ * small program then touches the metadata pages it uses, not a reserve. */
+#define DESC_BATCH 16
 static bool desc_reserve(uint32_t n) {
     while (zone.desc_pool_n < n) {
-        struct span *batch = meta_alloc(sizeof(struct span) * 64);
+        struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
         if (!batch) return false;
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < DESC_BATCH; i++) {
             batch[i].next = zone.desc_pool;
             zone.desc_pool = &batch[i];
         }
-        zone.desc_pool_n += 64;
+        zone.desc_pool_n += DESC_BATCH;
     }
     return true;
 }
@@ -113,6 +122,15 @@ static uint8_t *chunk_type(const struct chunk *c) {
 
 static struct span **list_head(struct span *d) {
     return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk)][d->order];
+}
+
+static uint16_t *chunk_free(const struct chunk *c) {
+    return &arena_head_of((uintptr_t)c)->free_pages[chunk_index(c)];
+}
+static uint8_t *chunk_huge(const struct chunk *c) { return &arena_head_of((uintptr_t)c)->huge[chunk_index(c)]; }
+static void free_add(struct chunk *c, long n) {
+    zone.st.free_pages += (uint64_t)n;
+    *chunk_free(c) = (uint16_t)(*chunk_free(c) + n);
 }
 
 static void list_add(struct span *d) { span_list_push(list_head(d), d); }
@@ -145,7 +163,7 @@ static void set_head(struct chunk *c, uint32_t idx, struct span *d) {
  * dirty (ignored when zeroed).  d: a descriptor to reuse, or NULL. */
 static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zeroed,
                          uint64_t freed_at, struct span *d) {
-    zone.st.free_pages += 1u << order;
+    free_add(c, 1l << order);
     while (order < MAX_ORDER) {
         uint32_t b = idx ^ (1u << order);
         struct span *bd = atomic_load_explicit(&c->span_of[b], memory_order_relaxed);
@@ -252,6 +270,7 @@ static bool arena_reserve(void) {
             p = NULL;
         }
         if (p) {
+            thp_arena_reserved(p, size);
             zone.arena_cur = p;
             zone.arena_end = p + size;
             if (!zone.lowest || (uintptr_t)p < zone.lowest) zone.lowest = (uintptr_t)p;
@@ -264,8 +283,9 @@ static bool arena_reserve(void) {
 }
 
 /* Put a new chunk in the zone as one zeroed whole free block; an arena's
- * first chunk, which holds metadata, does not count: growth goes on. */
-static bool chunk_grow(void) {
+ * first chunk, which holds metadata, counts only when !whole (the caller
+ * can use part of a chunk): otherwise growth goes on. */
+static bool chunk_grow(bool whole) {
     for (;;) {
         /* what chunk_add takes, and what the caller had reserved for after */
         if (!desc_reserve(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2)) return false;
@@ -278,7 +298,7 @@ static bool chunk_grow(void) {
             continue;
         }
         chunk_add(base, true, 0);
-        if ((uintptr_t)base != arena_base((uintptr_t)base)) return true;
+        if (!whole || (uintptr_t)base != arena_base((uintptr_t)base)) return true;
     }
 }
 
@@ -314,9 +334,10 @@ size_t zone_release_free(void) {
             dirty_del(d);
             set_head(c, 0, NULL);
             desc_put(d);
-            zone.st.free_pages -= CHUNK_PAGES;
+            free_add(c, -(long)CHUNK_PAGES);
             zone.st.chunks--;
             arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
+            *chunk_huge(c) = CHUNK_HUGE_NONE; /* a new mapping carries no advice */
             bases[n++] = chunk_base(c);
         }
         more = n == 64;
@@ -339,27 +360,50 @@ size_t zone_release_free(void) {
 
 /* Take a block of exactly `order`, splitting a larger one; lock held and
  * MAX_ORDER descriptors reserved. */
+/* The block of the fullest chunk among the first few of a list. */
+static struct span *fullest(struct span *d) {
+    struct span *best = d;
+    unsigned best_free = *chunk_free(d->chunk);
+    for (int i = 0; i < 3 && (d = d->next); i++)
+        if (*chunk_free(d->chunk) < best_free) {
+            best = d;
+            best_free = *chunk_free(d->chunk);
+        }
+    return best;
+}
+
+static size_t in_use_locked(void) { return zone.st.chunks * CHUNK_PAGES - zone.st.free_pages; }
+
 static struct span *block_take(unsigned order) {
     unsigned type = order <= PCP_MAX_ORDER ? CHUNK_SMALL : CHUNK_LARGE, k = order;
     struct span *d = NULL;
     for (; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
     }
+    if (!d && !zone.free_head[CHUNK_SMALL][MAX_ORDER] && !zone.arenas && chunk_grow(false)) {
+        /* the first arena's metadata chunk (a small chunk) is used first: a
+         * small program then touches one chunk's table page, not two */
+        for (k = order; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
+        }
+    }
     if (!d) {
         k = MAX_ORDER;
         d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
-        if (!d && chunk_grow()) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+        if (!d && chunk_grow(true)) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
         if (d) {
             *chunk_type(d->chunk) = (uint8_t)type; /* a whole free chunk takes the type of its first use */
+            thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED,
+                           in_use_locked());
         } else {
             for (k = order; k < MAX_ORDER && !(d = zone.free_head[!type][k]); k++) {
             }
             if (!d) return NULL;
         }
     }
+    if (k < MAX_ORDER) d = fullest(d);
     list_del(d);
     dirty_del(d);
     set_head(d->chunk, d->page_idx, NULL);
-    zone.st.free_pages -= 1u << k;
+    free_add(d->chunk, -(1l << k));
     while (k > order) {
         k--;
         struct span *b = desc_get();
@@ -373,7 +417,7 @@ static struct span *block_take(unsigned order) {
         b->freed_at = d->freed_at;
         set_head(b->chunk, b->page_idx, b);
         list_add(b);
-        zone.st.free_pages += 1u << k;
+        free_add(b->chunk, 1l << k);
         if (!(b->flags & SPAN_ZEROED) && k >= (unsigned)opt.purge_min_order) dirty_add(b);
     }
     span_set_kind(d, SPAN_TAKEN);
@@ -387,13 +431,61 @@ static unsigned order_for(size_t pages) {
     return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
 }
 
+/* Odd-sized spans are carved one after another (next fit): a span starts
+ * where the last one ended when the free blocks there hold it.  Carved each
+ * from its own power-of-two block, they would leave the tails as holes of
+ * orders below a slab's, which no later request uses: never touched with
+ * 4 KiB pages, but resident in a huge chunk.  Takes the free blocks that
+ * cover [idx, idx + n) of c (lock held, descriptors reserved), or NULL. */
+static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
+    uint32_t end = idx;
+    while (end < idx + n) {
+        if (end >= CHUNK_PAGES) return NULL;
+        struct span *b = atomic_load_explicit(&c->span_of[end], memory_order_relaxed);
+        if (!b || span_kind(b) != SPAN_ZONE_FREE || b->page_idx != end || b->chunk != c) return NULL;
+        end += b->npages;
+    }
+    struct span *first = NULL;
+    bool zeroed = true, last_zeroed = true;
+    uint64_t freed_at = 0;
+    for (uint32_t i = idx; i < end;) {
+        struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_relaxed);
+        list_del(b);
+        dirty_del(b);
+        set_head(c, i, NULL);
+        free_add(c, -(long)b->npages);
+        last_zeroed = b->flags & SPAN_ZEROED;
+        zeroed &= last_zeroed;
+        freed_at = b->freed_at;
+        i += b->npages;
+        if (!first) first = b;
+        else desc_put(b);
+    }
+    if (end > idx + n) range_insert(c, idx + n, end - idx - n, last_zeroed, freed_at, NULL);
+    span_set_kind(first, SPAN_TAKEN);
+    first->page_idx = idx;
+    first->npages = n;
+    first->order = (uint8_t)order_for(n);
+    first->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
+    first->flags = zeroed ? SPAN_ZEROED : 0;
+    return first;
+}
+
 struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
     unsigned order = order_for(want);
+    bool odd = (npages & (npages - 1)) != 0 && align_pages <= 1;
     zone_lock();
     struct span *d = NULL;
-    if (desc_reserve(2 * MAX_ORDER + 2)) d = block_take(order);
+    if (desc_reserve(2 * MAX_ORDER + 2)) {
+        if (odd && zone.odd_chunk) d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (!d) d = block_take(order);
+    }
+    if (d && odd) {
+        zone.odd_chunk = d->chunk;
+        zone.odd_next = d->page_idx + (uint32_t)npages;
+    }
     if (d) {
         if (npages < d->npages) {
             range_insert(d->chunk, d->page_idx + (uint32_t)npages, d->npages - (uint32_t)npages,
@@ -518,7 +610,7 @@ bool zone_resize(struct span *s, size_t npages) {
                 list_del(d);
                 dirty_del(d);
                 set_head(c, idx, NULL);
-                zone.st.free_pages -= d->npages;
+                free_add(c, -(long)d->npages);
                 idx += d->npages;
                 desc_put(d);
             }
@@ -539,18 +631,32 @@ bool zone_resize(struct span *s, size_t npages) {
 size_t zone_purge(bool all, size_t budget) {
     uint64_t now = os_now_ms();
     size_t done = 0;
+    struct span *kept = NULL; /* the first block left whole in this pass: the walk ends there */
     zone_lock();
     for (;;) {
         struct span *d = zone.dirty_head;
-        if (!d || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) || (budget && done >= budget))
+        if (!d || d == kept || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
+            (budget && done >= budget))
             break;
+        uint8_t *huge = chunk_huge(d->chunk);
+        bool part = d->order < MAX_ORDER;
+        if (part && thp_keep_whole(*huge, *chunk_free(d->chunk), all)) {
+            dirty_del(d); /* a huge page stays whole: the block waits another delay */
+            d->freed_at = now;
+            dirty_add(d);
+            if (!kept) kept = d;
+            continue;
+        }
         list_del(d);
         dirty_del(d);
-        zone.st.free_pages -= d->npages;
+        free_add(d->chunk, -(long)d->npages);
         span_set_kind(d, SPAN_PURGING);
         zone.purging = d;
         size_t bytes = (size_t)d->npages << PAGE_SHIFT;
+        char *base = chunk_base(d->chunk);
+        bool split = part && thp_split(huge);
         zone_unlock();
+        if (split) os_advise_huge(base, CHUNK_SIZE, false); /* before the purge splits its page */
         os_purge(d->start, bytes);
         zone_lock();
         zone.purging = NULL;
@@ -562,6 +668,44 @@ size_t zone_purge(bool all, size_t budget) {
         block_insert(d->chunk, d->page_idx, d->order, true, 0, d);
     }
     zone_unlock();
+    return done;
+}
+
+size_t zone_in_use_pages(void) {
+    uint64_t chunks = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed);
+    uint64_t free_pages = atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
+    return chunks * CHUNK_PAGES > free_pages ? (size_t)(chunks * CHUNK_PAGES - free_pages) : 0;
+}
+
+uint8_t zone_chunk_huge(const struct span *s) { return *chunk_huge(s->chunk); }
+
+/* Collapse (MADV_COLLAPSE) chunks that became dense as 4 KiB pages, at most
+ * max per call, outside the lock (a collapse copies 2 MiB).  A chunk's
+ * state is set to COLLAPSED before the call, so no other caller picks it. */
+size_t zone_collapse_dense(unsigned max) {
+    size_t done = 0;
+    while (done < max) {
+        char *base = NULL;
+        uint8_t *huge = NULL;
+        zone_lock();
+        size_t heap = in_use_locked();
+        for (struct arena_head *head = zone.arenas; head && !base; head = head->next)
+            for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
+                if (head->state[i] == CHUNK_IN_ZONE &&
+                    thp_collapse_wanted(head->huge[i], head->free_pages[i], heap)) {
+                    base = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
+                    huge = &head->huge[i];
+                    *huge = CHUNK_HUGE_COLLAPSED;
+                    break;
+                }
+        zone_unlock();
+        if (!base) break;
+        bool ok = os_collapse(base, CHUNK_SIZE);
+        zone_lock();
+        thp_collapsed(huge, ok);
+        zone_unlock();
+        done++;
+    }
     return done;
 }
 
@@ -586,6 +730,7 @@ void zone_unlock_all(bool child) {
         lock_release(&zone.lock);
         return;
     }
+    thp_after_fork_child();
     struct span *d = zone.purging;
     zone.purging = NULL;
     if (d && desc_reserve(MAX_ORDER + 1)) {
@@ -623,6 +768,18 @@ static size_t check_locked(void) {
         bad += head->state[0] != CHUNK_IN_ZONE;
         for (unsigned m = 0; m < ARENA_META_PAGES; m++) /* no span covers the metadata */
             bad += atomic_load(arena_slot(base + ((uintptr_t)m << PAGE_SHIFT))) != NULL;
+        for (uint32_t i = 0; i < ARENA_CHUNKS; i++) { /* each chunk's free count */
+            if (head->state[i] != CHUNK_IN_ZONE) continue;
+            struct chunk *c = chunk_of(base + ((uintptr_t)i << CHUNK_SHIFT));
+            uint32_t n = 0;
+            for (uint32_t k = 0; k < CHUNK_PAGES;) {
+                struct span *d = atomic_load(&c->span_of[k]);
+                bool free_head = d && span_kind(d) == SPAN_ZONE_FREE && d->page_idx == k && d->chunk == c;
+                n += free_head ? d->npages : 0;
+                k += free_head ? d->npages : 1;
+            }
+            bad += n != head->free_pages[i];
+        }
         for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
             if (head->state[i] != CHUNK_RELEASED) continue;
             struct chunk *c = chunk_of(base + ((uintptr_t)i << CHUNK_SHIFT));

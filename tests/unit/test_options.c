@@ -51,7 +51,8 @@ static int check_row(const char *env, long def) {
     cell[k] = 0;
     char want[32];
     snprintf(want, sizeof want, "%ld", def);
-    bool ok = !strcmp(cell, want) || (!strcmp(env, "FOLIO_CLEAR") && def == 0 && !strcmp(cell, "auto"));
+    bool ok = !strcmp(cell, want) || (!strcmp(env, "FOLIO_CLEAR") && def == 0 && !strcmp(cell, "auto")) ||
+              (!strcmp(env, "FOLIO_THP") && !strcmp(cell, thp_option_names[def]));
     if (!ok) fprintf(stderr, "README.md: %s default is '%s', the code's is %ld\n", env, cell, def);
     return !ok;
 }

@@ -58,6 +58,8 @@ VARIANTS = {
     "folio-auto": ("folio", {"FOLIO_PCP_AUTOTUNE": "1"}),
     # freed memory goes back to the kernel at once: the fault path itself, like for like
     "folio-nokeep": ("folio", {"FOLIO_PURGE_DELAY_MS": "0", "FOLIO_HUGE_CACHE_MIB": "0"}),
+    # no huge pages: what folio's THP policy buys (suite folios)
+    "folio-thp-never": ("folio", {"FOLIO_THP": "never"}),
 }
 
 # Libraries loaded from a path: name -> (path, version label, environment).  The anchors are

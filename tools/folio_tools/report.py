@@ -29,8 +29,15 @@ ROWS = [
     ("pageset refills / drains", [("pcp_refills", "count"), ("pcp_drains", "count")]),
     ("purges: count / bytes", [("purges", "count"), ("purged_bytes", "bytes")]),
     ("minor page faults", [("minor_faults", "count")]),
+    ("huge pages: chunks advised / collapsed", [("thp_chunks_advised", "count"),
+                                                ("thp_chunks_collapsed", "count")]),
+    ("  purges skipped (kept whole) / split", [("thp_purges_skipped", "count"),
+                                               ("thp_chunks_split", "count")]),
+    ("  AnonHugePages / Rss at exit", [("anon_huge_bytes", "bytes"), ("smaps_rss_bytes", "bytes")]),
+    ("populated (MADV_POPULATE_WRITE)", [("populated_bytes", "bytes")]),
 ]
-KNOWN_KEYS = {key for _, keys in ROWS for key, _ in keys} | {"pagesets", "options", "pid"}
+KNOWN_KEYS = {key for _, keys in ROWS for key, _ in keys} | {"pagesets", "options", "pid",
+                                                             "faults_per_peak_mib_milli"}
 PEAK_KEYS = {key for _, keys in ROWS for key, kind in keys if kind == "peak"}
 
 _PID_RE = re.compile(r"(\d+)")
@@ -168,6 +175,37 @@ def contention_pct(d):
     return 100.0 * cont / acq
 
 
+def faults_per_mib(d):
+    """Minor faults per MiB of peak RSS (of a summed column: over the largest peak)."""
+    flt, peak = d.get("minor_faults"), d.get("peak_rss_bytes")
+    if not _is_number(flt) or not _is_number(peak) or peak <= 0:
+        return None
+    return flt / (peak / (1 << 20))
+
+
+def hugepage_coverage(d):
+    """AnonHugePages / Rss at exit, in percent."""
+    huge, rss = d.get("anon_huge_bytes"), d.get("smaps_rss_bytes")
+    if not _is_number(huge) or not _is_number(rss) or rss <= 0:
+        return None
+    return 100.0 * huge / rss
+
+
+def format_thp(report):
+    """FOLIO_THP and the system's THP settings, as the library read them."""
+    t = report.get("thp")
+    if not isinstance(t, dict):
+        return None
+    sizes = t.get("sizes") if isinstance(t.get("sizes"), dict) else {}
+    by_mode = {}
+    for size, mode in sizes.items():
+        by_mode.setdefault(mode, []).append(size)
+    size_text = "; ".join(f"{m}: {', '.join(s)}" for m, s in by_mode.items())
+    return (f"huge pages: FOLIO_THP={t.get('option', '?')}; system enabled={t.get('enabled', '?')} "
+            f"defrag={t.get('defrag', '?')}, 2 MiB pages {t.get('pmd', '?')}"
+            + (f" (sizes {size_text})" if size_text else ""))
+
+
 def _rows_for(columns):
     """Table rows [label, value per column] for the keys present in any column."""
     rows = []
@@ -181,6 +219,12 @@ def _rows_for(columns):
             if keys[0][0] == "zone_lock_acquired":
                 pct = contention_pct(c)
                 cell += "" if pct is None else f" ({pct:.2f} %)"
+            if keys[0][0] == "minor_faults":
+                per = faults_per_mib(c)
+                cell += "" if per is None else f" ({per:.1f} per MiB of peak RSS)"
+            if keys[0][0] == "anon_huge_bytes":
+                cov = hugepage_coverage(c)
+                cell += "" if cov is None else f" ({cov:.0f} % coverage)"
             cells.append(cell)
         rows.append([label] + cells)
     return rows
@@ -234,6 +278,7 @@ def format_pagesets(report):
 # Options whose 0 means "the library decides" or "none" (base.h's table says so in their text)
 ZERO_MEANS = {"FOLIO_PCP_HIGH": "auto", "FOLIO_CLEAR_THREADS": "auto", "FOLIO_MEMORY_LIMIT": "none",
               "FOLIO_CLEAR": "auto"}
+THP_NAMES = ["auto", "never", "always"]  # FOLIO_THP's values (base.h)
 
 
 def _exact_size(v):
@@ -252,6 +297,8 @@ def option_text(name, value, report=None):
     if name == "FOLIO_CLEAR":
         mode = ((report or {}).get("clear") or {}).get("mode")
         return mode if isinstance(mode, str) else ZERO_MEANS[name] if value == 0 else str(value)
+    if name == "FOLIO_THP" and 0 <= value < len(THP_NAMES):
+        return THP_NAMES[value]
     if value == 0 and name in ZERO_MEANS:
         return ZERO_MEANS[name]
     if name.endswith("_MS"):
@@ -324,6 +371,9 @@ def summary(reports, main_pid=None, top=8):
             lines.append("")
             lines.append("pagesets" + (" (main process)" if children else "") + ":")
             lines.extend("  " + p for p in ps)
+        thp = format_thp(shown)
+        if thp:
+            lines.append(thp)
         opts = format_options(shown)
         if opts:
             lines.append("options: " + opts)

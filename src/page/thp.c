@@ -1,0 +1,127 @@
+/* thp: which of the zone's 2 MiB chunks the kernel should back with huge
+ * pages, and what may be faulted in ahead of use (issue 14, seed 001).
+ *
+ * A chunk is the kernel's PMD unit: backed by one huge page it takes one
+ * fault instead of 512, but all of it is resident from the first touch.
+ * So only a chunk that will be dense is advised (MADV_HUGEPAGE):
+ *  - FOLIO_THP=auto: a chunk the zone starts to use untouched, once the
+ *    heap holds THP_HEAP_PAGES (the zone places blocks in the fullest
+ *    chunk first, so a chunk is opened only when the others are full, and
+ *    a heap that large keeps filling it; below that, the chunks partly
+ *    used cost too large a share of the heap: docs/notes/startup.md has
+ *    the trade-off); a chunk that filled up before,
+ *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
+ *    at most 1/16 of it is free;
+ *  - always: every chunk the zone starts to use; never: none (and, where
+ *    the system backs everything, each arena is advised MADV_NOHUGEPAGE);
+ *  - the system's settings bound all of it: where no size is allowed
+ *    (PMD size and every smaller size "never") nothing is advised or
+ *    collapsed.  Read once, when first needed: a small program under auto
+ *    never reads them.
+ * An advised chunk stays whole: the purger leaves its partly free blocks
+ * (counted) while more than half of it is in use, unless memory pressure
+ * or malloc_trim says otherwise; a chunk purged in part is first advised
+ * MADV_NOHUGEPAGE (SPLIT), so that khugepaged does not fill it back up.
+ * Batched faulting (MADV_POPULATE_WRITE) is for memory certain to be
+ * written soon, in a heap of THP_HEAP_PAGES, outside huge chunks (one
+ * huge fault covers those); a kernel without it turns it off silently.
+ * State changes of a chunk happen under the zone lock (zone.c calls in). */
+#include "page.h"
+
+static struct os_thp sys;
+static _Atomic int sys_state; /* 0 unread, 1 reading, 2 read */
+static _Atomic uint64_t advised, collapsed, split, skipped, populated_bytes;
+static _Atomic int populate_off; /* the kernel refused MADV_POPULATE_WRITE */
+
+const struct os_thp *thp_system(void) {
+    int s = atomic_load_explicit(&sys_state, memory_order_acquire);
+    if (s == 2) return &sys;
+    int expected = 0;
+    if (s == 0 && atomic_compare_exchange_strong(&sys_state, &expected, 1)) {
+        os_thp_read(&sys);
+        atomic_store_explicit(&sys_state, 2, memory_order_release);
+        return &sys;
+    }
+    while (atomic_load_explicit(&sys_state, memory_order_acquire) != 2) {
+    }
+    return &sys;
+}
+
+/* A fork child: a thread that was reading the settings is not there. */
+void thp_after_fork_child(void) {
+    int reading = 1;
+    atomic_compare_exchange_strong(&sys_state, &reading, 0);
+}
+
+/* Some page size above 4 KiB may back an advised range. */
+static bool system_allows(const struct os_thp *t) {
+    for (int i = 0; i < OS_THP_SIZES; i++)
+        if (t->size_mode[i] == OS_THP_MADVISE || t->size_mode[i] == OS_THP_ALWAYS) return true;
+    return t->pmd == OS_THP_MADVISE || t->pmd == OS_THP_ALWAYS;
+}
+
+static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state == CHUNK_HUGE_COLLAPSED; }
+
+void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
+    if (opt.thp == FOLIO_THP_NEVER || huge(*state)) return;
+    if (opt.thp == FOLIO_THP_AUTO && (!untouched || heap_pages < THP_HEAP_PAGES)) return;
+    const struct os_thp *t = thp_system();
+    if (!system_allows(t)) return;
+    /* under enabled=always the kernel backs the chunk anyway; a SPLIT chunk
+     * carries MADV_NOHUGEPAGE, which only MADV_HUGEPAGE lifts */
+    if (t->pmd != OS_THP_ALWAYS || *state == CHUNK_HUGE_SPLIT)
+        if (!os_advise_huge(base, CHUNK_SIZE, true)) return;
+    *state = CHUNK_HUGE_ADVISED;
+    atomic_fetch_add_explicit(&advised, 1, memory_order_relaxed);
+}
+
+void thp_arena_reserved(void *p, size_t size) {
+    if (opt.thp != FOLIO_THP_NEVER) return;
+    if (thp_system()->pmd == OS_THP_ALWAYS) os_advise_huge(p, size, false);
+}
+
+bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all) {
+    /* the last measured pressure: this runs under the zone lock, which a
+     * measurement (file reads) should not hold up */
+    if (!huge(state) || all || chunk_free_pages * 2 >= CHUNK_PAGES || pressure_peek() != 0) return false;
+    atomic_fetch_add_explicit(&skipped, 1, memory_order_relaxed);
+    return true;
+}
+
+bool thp_split(uint8_t *state) {
+    if (!huge(*state)) return false;
+    *state = CHUNK_HUGE_SPLIT;
+    atomic_fetch_add_explicit(&split, 1, memory_order_relaxed);
+    return true;
+}
+
+bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_pages) {
+    if (opt.thp == FOLIO_THP_NEVER || state != CHUNK_HUGE_NONE) return false;
+    if (chunk_free_pages > CHUNK_PAGES / 16 || heap_pages < THP_HEAP_PAGES) return false;
+    return system_allows(thp_system());
+}
+
+void thp_collapsed(uint8_t *state, bool ok) {
+    *state = ok ? CHUNK_HUGE_COLLAPSED : CHUNK_HUGE_REFUSED;
+    if (ok) atomic_fetch_add_explicit(&collapsed, 1, memory_order_relaxed);
+}
+
+bool thp_populate(void *p, size_t bytes, uint8_t chunk_state) {
+    if (!opt.populate || huge(chunk_state) || atomic_load_explicit(&populate_off, memory_order_relaxed))
+        return false;
+    if (zone_in_use_pages() < THP_HEAP_PAGES) return false;
+    if (os_populate_write(p, bytes)) {
+        atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
+        return true;
+    }
+    atomic_store_explicit(&populate_off, 1, memory_order_relaxed); /* an old kernel: EINVAL */
+    return false;
+}
+
+void thp_stats(struct thp_stats *st) {
+    st->advised = atomic_load_explicit(&advised, memory_order_relaxed);
+    st->collapsed = atomic_load_explicit(&collapsed, memory_order_relaxed);
+    st->split = atomic_load_explicit(&split, memory_order_relaxed);
+    st->purges_skipped = atomic_load_explicit(&skipped, memory_order_relaxed);
+    st->populated_bytes = atomic_load_explicit(&populated_bytes, memory_order_relaxed);
+}
