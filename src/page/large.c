@@ -17,7 +17,7 @@
 struct span *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
     size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
-    struct span *s = growable ? zone_alloc_pages(npages ? npages : 1, align_pages)
+    struct span *s = growable ? zone_alloc_growable(npages ? npages : 1, align_pages)
                               : page_alloc(npages ? npages : 1, align_pages);
     if (unlikely(!s)) { /* a mapping failed: give address space back, retry once */
         as_reclaim();

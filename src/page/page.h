@@ -26,6 +26,7 @@ struct zone_stats {
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
+struct span *zone_alloc_growable(size_t npages, size_t align_pages); /* room left behind it to grow */
 long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
                      long *descs_got);
 long zone_take_descs(struct span **stash, long n);

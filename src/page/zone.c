@@ -471,11 +471,14 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
     return first;
 }
 
-struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
+/* packed: an odd size may be carved right after the last one (next fit);
+ * a block that realloc will grow is not, so the rest of its power-of-two
+ * block stays free behind it for zone_resize */
+static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
     unsigned order = order_for(want);
-    bool odd = (npages & (npages - 1)) != 0 && align_pages <= 1;
+    bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
     zone_lock();
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
@@ -497,6 +500,8 @@ struct span *zone_alloc_pages(size_t npages, size_t align_pages) {
     zone_unlock();
     return d;
 }
+struct span *zone_alloc_pages(size_t npages, size_t align_pages) { return zone_alloc(npages, align_pages, true); }
+struct span *zone_alloc_growable(size_t npages, size_t align_pages) { return zone_alloc(npages, align_pages, false); }
 
 /* Move up to n descriptors from the pool to *stash (lock held). */
 static long descs_give(struct span **stash, long n) {
