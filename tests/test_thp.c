@@ -3,7 +3,8 @@
  * shows AnonHugePages in /proc/self/smaps_rollup under FOLIO_THP=auto
  * where the system allows transparent huge pages for madvised memory, and
  * is skipped with the reason where it does not; re-executed with
- * FOLIO_THP=never, the same heap gets no MADV_HUGEPAGE call.  (No
+ * FOLIO_THP=never, the same heap gets no MADV_HUGEPAGE call.  A 64 MiB
+ * block's region is advised under auto, not under never.  (No
  * sanitizers: their shadow memory would be in the counts.) */
 #include <stdbool.h>
 #include <stdint.h>
@@ -90,6 +91,18 @@ int main(int argc, char **argv)
         CHECK(advised > 0, "a 256 MiB heap had no chunk advised");
         CHECK(huge_kb > 0, "a 256 MiB heap under FOLIO_THP=auto has no AnonHugePages (%s)", pmd);
     }
+    /* a huge block (above 2 MiB) comes from a region advised whole, except
+     * under FOLIO_THP=never */
+    char *big = malloc(OPAQUE(64 * MIB));
+    CHECK(big != NULL, "malloc of 64 MiB");
+    memset(big, 1, 64 * MIB);
+    uint64_t regions = report_u64("thp_huge_regions_advised");
+    NOTE("regions of huge blocks advised: %llu", (unsigned long long)regions);
+    if (never)
+        CHECK(regions == 0, "FOLIO_THP=never: %llu regions advised", (unsigned long long)regions);
+    else if (!strcmp(pmd, "madvise"))
+        CHECK(regions > 0, "a 64 MiB block under FOLIO_THP=auto: no region advised");
+    free(big);
     for (size_t i = 0; i < n; i++)
         free(objs[i]);
     free(objs);

@@ -200,6 +200,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "thp_chunks_advised", s.thp.advised);
     kv(&b, "thp_chunks_collapsed", s.thp.collapsed);
     kv(&b, "thp_chunks_split", s.thp.split);
+    kv(&b, "thp_huge_regions_advised", s.thp.regions_advised);
     kv(&b, "thp_purges_skipped", s.thp.purges_skipped);
     kv(&b, "populated_bytes", s.thp.populated_bytes);
     kv(&b, "os_madvise_hugepage_calls", s.advice.hugepage);

@@ -263,6 +263,7 @@ static bool region_add(struct shard *s, size_t map, size_t align) {
     h->map_size = size;
     int node = numa_place_node((int)(s - shards)); /* the node of the shard's first CPU */
     if (node >= 0 && os_place_on_node(base, size, node)) s->st.placed++;
+    thp_huge_region(base, size);
     if (!s->st.reserved) atomic_fetch_add_explicit(&shards_in_use, 1, memory_order_relaxed);
     reserved_add(s, size);
     list_push(h, HUGE_FREE);

@@ -187,7 +187,9 @@ void thp_collapsed(uint8_t *state, bool ok);
 bool thp_populate(void *p, size_t bytes, uint8_t chunk_state);
 struct thp_stats {
     uint64_t advised, collapsed, split, purges_skipped, populated_bytes;
+    uint64_t regions_advised; /* regions of huge blocks advised MADV_HUGEPAGE */
 };
+void thp_huge_region(void *p, size_t size); /* huge.c: a new region of huge blocks */
 void thp_stats(struct thp_stats *st);
 size_t zone_in_use_pages(void);           /* pages of the zone's chunks not free in it */
 uint8_t zone_chunk_huge(const struct span *s); /* the huge state of s's chunk */

@@ -30,7 +30,7 @@
 
 static struct os_thp sys;
 static _Atomic int sys_state; /* 0 unread, 1 reading, 2 read */
-static _Atomic uint64_t advised, collapsed, split, skipped, populated_bytes;
+static _Atomic uint64_t advised, collapsed, split, skipped, populated_bytes, regions_advised;
 static _Atomic int populate_off; /* the kernel refused MADV_POPULATE_WRITE */
 
 const struct os_thp *thp_system(void) {
@@ -80,6 +80,17 @@ void thp_arena_reserved(void *p, size_t size) {
     if (thp_system()->pmd == OS_THP_ALWAYS) os_advise_huge(p, size, false);
 }
 
+/* A region of huge blocks (above 2 MiB): a program asked for that much at
+ * once, so it is advised whole unless FOLIO_THP=never or the system says
+ * never (a block only partly written then costs at most 2 MiB more per
+ * touched huge page; its purges split a huge page only at its ends). */
+void thp_huge_region(void *p, size_t size) {
+    if (opt.thp == FOLIO_THP_NEVER) return;
+    const struct os_thp *t = thp_system();
+    if (!system_allows(t) || t->pmd == OS_THP_ALWAYS) return; /* always: backed without advice */
+    if (os_advise_huge(p, size, true)) atomic_fetch_add_explicit(&regions_advised, 1, memory_order_relaxed);
+}
+
 bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all) {
     /* the last measured pressure: this runs under the zone lock, which a
      * measurement (file reads) should not hold up */
@@ -124,4 +135,5 @@ void thp_stats(struct thp_stats *st) {
     st->split = atomic_load_explicit(&split, memory_order_relaxed);
     st->purges_skipped = atomic_load_explicit(&skipped, memory_order_relaxed);
     st->populated_bytes = atomic_load_explicit(&populated_bytes, memory_order_relaxed);
+    st->regions_advised = atomic_load_explicit(&regions_advised, memory_order_relaxed);
 }
