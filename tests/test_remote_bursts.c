@@ -10,7 +10,11 @@
  * 2. A burst deeper than a thread's slab cache raises its high: 30 bursts
  *    of 300 blocks of 8 KiB, each freed whole, make the cache's high grow
  *    past FOLIO_HEAP_EMPTY_SLABS but not past FOLIO_HEAP_EMPTY_MAX, and
- *    later bursts take their slabs from the cache (heap_slab_cache_hits). */
+ *    later bursts take their slabs from the cache (heap_slab_cache_hits).
+ * 3. The same for large blocks: 30 bursts of 40 blocks of 48 KiB, each
+ *    freed whole, are served from the thread's own cache of freed large
+ *    blocks (heap_big_cache_hits) once its high has grown; a block kept
+ *    there reads back what the next malloc wrote, and calloc zeroes it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -95,6 +99,29 @@ static void bursts(void)
     CHECK(hits >= (uint64_t)(BURSTS / 2) * (uint64_t)floor, "only %llu cache hits", (unsigned long long)hits);
 }
 
+static void big_bursts(void)
+{
+    static char *b[40];
+    uint64_t hits0 = report_u64("heap_big_cache_hits");
+    for (int k = 0; k < BURSTS; k++) {
+        for (int i = 0; i < 40; i++) {
+            b[i] = k % 2 ? calloc(1, 48 << 10) : malloc(48 << 10);
+            CHECK(b[i] != NULL, "malloc");
+            if (k % 2)
+                for (size_t j = 0; j < (48 << 10); j += 4096)
+                    CHECK(b[i][j] == 0, "calloc'd block of burst %d not zero at %zu", k, j);
+            memset(b[i], k + 1, 48 << 10);
+        }
+        for (int i = 0; i < 40; i++) {
+            CHECK(b[i][0] == (char)(k + 1) && b[i][(48 << 10) - 1] == (char)(k + 1), "block changed");
+            free(b[i]);
+        }
+    }
+    uint64_t hits = report_u64("heap_big_cache_hits") - hits0;
+    printf("big bursts: cache hits %llu of %d blocks\n", (unsigned long long)hits, BURSTS * 40);
+    CHECK(hits >= (uint64_t)(BURSTS / 2) * 40, "only %llu big cache hits", (unsigned long long)hits);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -103,6 +130,7 @@ int main(int argc, char **argv)
     reexec_with_env(argv, "FOLIO_HEAP_EMPTY_MAX", "16");
     remote_lists();
     bursts();
+    big_bursts();
     return 0;
 }
 #endif

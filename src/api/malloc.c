@@ -23,7 +23,11 @@
 
 /* growable: see large_alloc */
 static void *large_block(size_t n, size_t align, bool zero, bool growable) {
-    struct span *s = large_alloc(n, align, zero, growable);
+    struct span *s = NULL;
+    if (!growable && align <= PAGE_SIZE && (s = heap_big_get((n + PAGE_SIZE - 1) >> PAGE_SHIFT)))
+        large_reuse(s, n, zero);
+    else
+        s = large_alloc(n, align, zero, growable);
     if (unlikely(!s)) return NULL;
     heap_count_large(1, n, 0, s->npages);
     purge_maybe_start_thread();
@@ -153,8 +157,10 @@ __attribute__((noinline)) static void free_other(void *p, struct span *looked_up
         return;
     case LARGE: {
         uint64_t pages = s->npages; /* s belongs to the page heap once freed */
-        large_free(s, p);
+        large_unmap(s, p);
         heap_count_large(0, 0, 1, -pages);
+        if (heap_big_put(s)) return; /* kept by this thread: no page heap, no tick */
+        page_free(s);
         api_tick();
         return;
     }

@@ -61,6 +61,7 @@ struct heap_counts {
     uint64_t slab_cache_hits;  /* new slabs served from the thread's own cache of empty ones */
     uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
     uint64_t slab_cache_high_peak; /* the highest high any thread's cache reached */
+    uint64_t big_cache_hits;   /* large blocks served from a thread's own cache */
 };
 /* The slow paths.  They run no maintenance; they tell the caller when to
  * run the tick: before a new slab is taken from the page heap (alloc:
@@ -78,8 +79,14 @@ void slab_reclaim_abandoned(void);
 size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new ones */
 void heap_trim_current(void);
 void heap_decay_current(uint64_t now_ms); /* the calling thread's slab cache: see struct heap */
+/* bigcache.c: the calling thread's cache of freed large blocks */
+struct span *heap_big_get(size_t npages); /* a kept block (kind SPAN_TAKEN) of exactly npages, or NULL */
+bool heap_big_put(struct span *s);        /* keep s (after large_unmap); false: the caller frees it */
+void heap_big_decay(struct heap *h);      /* halve the high after a period without a miss */
+void heap_big_drain(struct heap *h, long keep_pages); /* give blocks back until keep_pages remain */
 
 #define SLAB_FULL_TAG ((uintptr_t)1)
+#define BIG_CACHE_PAGES 64 /* the largest block a thread's cache keeps, in pages (256 KiB) */
 /* thread_free's word: the remote list's head in the low 48 bits (arenas
  * lie below 2^48), its length in the high 16 (a slab holds fewer than 2^16
  * objects: classes_init checks), so the owner takes a list and its length
@@ -120,6 +127,12 @@ struct heap {
     long empty_high, empty_given;
     bool empty_missed;
     uint64_t empty_decay_at;
+    /* freed large blocks kept by page count (bigcache.c), the same rule in
+     * pages: high from 0 up to FOLIO_HEAP_BIG_CACHE_KIB */
+    struct span *big[BIG_CACHE_PAGES + 1];
+    long big_pages, big_high, big_given;
+    bool big_missed;
+    uint64_t big_cache_hits;
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */

@@ -146,6 +146,7 @@ void heap_decay_current(uint64_t now) {
     }
     h->empty_missed = false;
     h->empty_given = 0;
+    heap_big_decay(h);
 }
 
 /* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
@@ -377,6 +378,11 @@ static struct heap *heap_create(void) {
     h->empty = NULL;
     h->nr_empty = 0;
     HEAP_SET(h->empty_high, opt.heap_empty_slabs);
+    for (unsigned n = 0; n <= BIG_CACHE_PAGES; n++) h->big[n] = NULL;
+    h->big_pages = h->big_given = 0;
+    HEAP_SET(h->big_high, 0);
+    h->big_missed = false;
+    h->big_cache_hits = 0;
     h->empty_given = 0;
     h->empty_missed = false;
     h->empty_decay_at = 0;
@@ -566,6 +572,7 @@ static void heap_abandon(struct heap *h) {
         spare_put(s);
     }
     h->nr_empty = 0;
+    heap_big_drain(h, 0);
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         dead_allocs[c] += h->bins[c].allocs;
@@ -582,6 +589,8 @@ static void heap_abandon(struct heap *h) {
     dead_counts.remote_collected += h->remote_collected;
     dead_counts.slab_cache_hits += h->slab_cache_hits;
     dead_counts.slab_cache_raises += h->slab_cache_raises;
+    dead_counts.big_cache_hits += h->big_cache_hits;
+    h->big_cache_hits = 0;
     if (h->slab_cache_high_peak > dead_counts.slab_cache_high_peak)
         dead_counts.slab_cache_high_peak = h->slab_cache_high_peak;
     h->remote_frees = h->remote_collects = h->remote_collected = 0;
@@ -685,6 +694,7 @@ void heap_counts(struct heap_counts *hc) {
         hc->remote_collected += __atomic_load_n(&h->remote_collected, __ATOMIC_RELAXED);
         hc->slab_cache_hits += __atomic_load_n(&h->slab_cache_hits, __ATOMIC_RELAXED);
         hc->slab_cache_raises += __atomic_load_n(&h->slab_cache_raises, __ATOMIC_RELAXED);
+        hc->big_cache_hits += __atomic_load_n(&h->big_cache_hits, __ATOMIC_RELAXED);
         uint64_t high = __atomic_load_n(&h->slab_cache_high_peak, __ATOMIC_RELAXED);
         if (high > hc->slab_cache_high_peak) hc->slab_cache_high_peak = high;
     }
@@ -717,6 +727,7 @@ void heap_trim_current(void) {
         retire(NULL, s);
     }
     empty_cache_drain(h);
+    heap_big_drain(h, 0);
 }
 
 void heap_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "heaps", -1, &heap_lock); }

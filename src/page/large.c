@@ -40,12 +40,23 @@ struct span *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     return s;
 }
 
-void large_free(struct span *s, void *p) {
+void large_unmap(struct span *s, void *p) {
     if (unlikely(p != s->start)) os_fatal_ptr("free(): invalid pointer", p);
     span_map_pages(s, NULL, s->page_idx, 1);
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
+}
+
+void large_free(struct span *s, void *p) {
+    large_unmap(s, p);
     page_free(s);
+}
+
+void large_reuse(struct span *s, size_t n, bool zero) {
+    if (zero) clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
+    s->flags = 0;
+    span_set_kind(s, SPAN_LARGE);
+    span_map_pages(s, s, s->page_idx, 1);
 }
 
 bool large_resize(struct span *s, size_t npages) { return zone_resize(s, npages); }

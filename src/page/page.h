@@ -108,6 +108,11 @@ void pageset_unlock_all(bool child);
 /* large blocks (large.c): the caller counts them (heap_count_large) */
 struct span *large_alloc(size_t n, size_t align, bool zero, bool growable); /* NULL: ENOMEM */
 void large_free(struct span *s, void *p); /* p must be s->start, else the process ends */
+/* large_free's first half: s is no live block any more (kind SPAN_TAKEN,
+ * no page maps to it, so a second free of p is refused) but still the
+ * caller's, who keeps it (a thread's cache) or gives it to page_free */
+void large_unmap(struct span *s, void *p);
+void large_reuse(struct span *s, size_t n, bool zero); /* a kept block (n bytes) live again */
 bool large_resize(struct span *s, size_t npages); /* in place: false when it cannot */
 struct huge;
 void *huge_alloc(size_t n, size_t align, bool zero);

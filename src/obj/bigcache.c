@@ -1,0 +1,68 @@
+/* bigcache: each thread's cache of the large blocks (32-256 KiB) it freed,
+ * by exact page count, so that a thread whose bursts take and free such
+ * blocks takes no lock for them (the pagesets' trylock and the zone lock
+ * are shared with every thread of a CPU, or with all).
+ *
+ * Invariants:
+ *  - only the owner thread touches its cache (no atomic instruction);
+ *  - a kept block is kind SPAN_TAKEN and no page maps to it (large_unmap),
+ *    so a free of it while kept is refused as an invalid pointer;
+ *  - big_pages (the pages kept) never exceeds big_high, and big_high stays
+ *    within [0, FOLIO_HEAP_BIG_CACHE_KIB]: it grows when a miss follows
+ *    blocks the thread gave the page heap for want of room (by their pages),
+ *    and halves each purge delay without such a miss (heap_big_decay). */
+#include "obj.h"
+
+static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
+
+struct span *heap_big_get(size_t npages) {
+    struct heap *h = heap_current();
+    if (!h || npages > BIG_CACHE_PAGES) return NULL;
+    struct span *s = h->big[npages];
+    if (s) {
+        h->big[npages] = s->next;
+        h->big_pages -= (long)npages;
+        HEAP_COUNT(h->big_cache_hits, 1);
+        return s;
+    }
+    if (h->big_given) { /* a burst deeper than the cache: hold it next time */
+        long high = h->big_high + h->big_given;
+        HEAP_SET(h->big_high, high > big_max_pages() ? big_max_pages() : high);
+        h->big_given = 0;
+        h->big_missed = true;
+    }
+    return NULL;
+}
+
+bool heap_big_put(struct span *s) {
+    struct heap *h = heap_current();
+    if (!h || s->npages > BIG_CACHE_PAGES) return false;
+    if (h->big_pages + (long)s->npages > h->big_high) {
+        h->big_given += s->npages;
+        return false;
+    }
+    s->next = h->big[s->npages];
+    h->big[s->npages] = s;
+    h->big_pages += s->npages;
+    return true;
+}
+
+void heap_big_drain(struct heap *h, long keep_pages) {
+    for (unsigned n = BIG_CACHE_PAGES; n > 0 && h->big_pages > keep_pages; n--) {
+        while (h->big[n] && h->big_pages > keep_pages) {
+            struct span *s = h->big[n];
+            h->big[n] = s->next;
+            h->big_pages -= n;
+            page_free(s);
+        }
+    }
+}
+
+void heap_big_decay(struct heap *h) {
+    if (!h->big_missed) {
+        HEAP_SET(h->big_high, h->big_high / 2);
+        heap_big_drain(h, h->big_high);
+    }
+    h->big_missed = false;
+    h->big_given = 0;
+}
