@@ -128,6 +128,7 @@ int main(int argc, char **argv)
     /* fixed bounds, whatever the environment says */
     reexec_with_env(argv, "FOLIO_HEAP_EMPTY_SLABS", "4");
     reexec_with_env(argv, "FOLIO_HEAP_EMPTY_MAX", "16");
+    reexec_with_env(argv, "FOLIO_HEAP_BIG_CACHE_KIB", "4096"); /* holds a burst of 40 x 48 KiB */
     remote_lists();
     bursts();
     big_bursts();

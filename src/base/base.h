@@ -258,7 +258,7 @@ static inline void lock_reset(lock_t *l) {
       "MiB of freed huge blocks kept resident for reuse (purged after the delay; address space is kept)")           \
     X(heap_empty_slabs, "FOLIO_HEAP_EMPTY_SLABS", 4,                                           \
       "empty slabs a thread keeps for reuse at least (its cache's high never decays below)")  \
-    X(heap_big_cache_kib, "FOLIO_HEAP_BIG_CACHE_KIB", 4096,                                    \
+    X(heap_big_cache_kib, "FOLIO_HEAP_BIG_CACHE_KIB", 1024,                                    \
       "KiB of freed blocks of 32-256 KiB a thread may keep for its next ones of the same page "  \
       "count: its high starts at 0, grows by what it gave the page heap and took back, and "     \
       "halves each purge delay without a miss; 0: none")                                          \

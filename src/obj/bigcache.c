@@ -1,5 +1,5 @@
 /* bigcache: each thread's cache of the large blocks (32-256 KiB) it freed,
- * by exact page count, so that a thread whose bursts take and free such
+ * by page count (a request takes one of its count or up to 1/8 more), so that a thread whose bursts take and free such
  * blocks takes no lock for them (the pagesets' trylock and the zone lock
  * are shared with every thread of a CPU, or with all).
  *
@@ -8,9 +8,11 @@
  *  - a kept block is kind SPAN_TAKEN and no page maps to it (large_unmap),
  *    so a free of it while kept is refused as an invalid pointer;
  *  - big_pages (the pages kept) never exceeds big_high, and big_high stays
- *    within [0, FOLIO_HEAP_BIG_CACHE_KIB]: it grows when a miss follows
- *    blocks the thread gave the page heap for want of room (by their pages),
- *    and halves each purge delay without such a miss (heap_big_decay). */
+ *    within [0, FOLIO_HEAP_BIG_CACHE_KIB]: it grows when a miss is for a
+ *    page count the thread gave the page heap for want of room (by the
+ *    pages it gave: a burst it could not hold), not on any miss (a mix of
+ *    sizes that never repeat would fill the cache for nothing), and halves
+ *    each purge delay without such a miss (heap_big_decay). */
 #include "obj.h"
 
 static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
@@ -18,17 +20,23 @@ static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_
 struct span *heap_big_get(size_t npages) {
     struct heap *h = heap_current();
     if (!h || npages > BIG_CACHE_PAGES) return NULL;
-    struct span *s = h->big[npages];
-    if (s) {
-        h->big[npages] = s->next;
-        h->big_pages -= (long)npages;
+    /* a kept block up to 1/8 larger serves too (its tail is the slack a
+     * large block may have anyway), so a mix of sizes still hits */
+    size_t last = npages + npages / 8;
+    for (size_t n = npages; n <= last && n <= BIG_CACHE_PAGES && h->big_pages; n++) {
+        struct span *s = h->big[n];
+        if (!s) continue;
+        h->big[n] = s->next;
+        h->big_pages -= (long)n;
         HEAP_COUNT(h->big_cache_hits, 1);
         return s;
     }
-    if (h->big_given) { /* a burst deeper than the cache: hold it next time */
+    uint64_t want = ((uint64_t)2 << (last < BIG_CACHE_PAGES ? last - 1 : BIG_CACHE_PAGES - 1)) - ((uint64_t)1 << (npages - 1));
+    if (h->big_given && (h->big_given_sizes & want)) { /* it gave away what it now needs: hold it next time */
         long high = h->big_high + h->big_given;
         HEAP_SET(h->big_high, high > big_max_pages() ? big_max_pages() : high);
         h->big_given = 0;
+        h->big_given_sizes = 0;
         h->big_missed = true;
     }
     return NULL;
@@ -39,6 +47,7 @@ bool heap_big_put(struct span *s) {
     if (!h || s->npages > BIG_CACHE_PAGES) return false;
     if (h->big_pages + (long)s->npages > h->big_high) {
         h->big_given += s->npages;
+        h->big_given_sizes |= (uint64_t)1 << (s->npages - 1);
         return false;
     }
     s->next = h->big[s->npages];
@@ -65,4 +74,5 @@ void heap_big_decay(struct heap *h) {
     }
     h->big_missed = false;
     h->big_given = 0;
+    h->big_given_sizes = 0;
 }

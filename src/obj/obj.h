@@ -80,7 +80,7 @@ size_t slab_spare_bytes(void); /* empty slabs of exited threads kept for new one
 void heap_trim_current(void);
 void heap_decay_current(uint64_t now_ms); /* the calling thread's slab cache: see struct heap */
 /* bigcache.c: the calling thread's cache of freed large blocks */
-struct span *heap_big_get(size_t npages); /* a kept block (kind SPAN_TAKEN) of exactly npages, or NULL */
+struct span *heap_big_get(size_t npages); /* a kept block (kind SPAN_TAKEN) of npages to npages + 1/8, or NULL */
 bool heap_big_put(struct span *s);        /* keep s (after large_unmap); false: the caller frees it */
 void heap_big_decay(struct heap *h);      /* halve the high after a period without a miss */
 void heap_big_drain(struct heap *h, long keep_pages); /* give blocks back until keep_pages remain */
@@ -131,6 +131,7 @@ struct heap {
      * pages: high from 0 up to FOLIO_HEAP_BIG_CACHE_KIB */
     struct span *big[BIG_CACHE_PAGES + 1];
     long big_pages, big_high, big_given;
+    uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
     bool big_missed;
     uint64_t big_cache_hits;
     struct heap *all_next, *free_next;

@@ -380,6 +380,7 @@ static struct heap *heap_create(void) {
     HEAP_SET(h->empty_high, opt.heap_empty_slabs);
     for (unsigned n = 0; n <= BIG_CACHE_PAGES; n++) h->big[n] = NULL;
     h->big_pages = h->big_given = 0;
+    h->big_given_sizes = 0;
     HEAP_SET(h->big_high, 0);
     h->big_missed = false;
     h->big_cache_hits = 0;
