@@ -71,7 +71,7 @@ void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_page
      * carries MADV_NOHUGEPAGE, which only MADV_HUGEPAGE lifts */
     if (t->pmd != OS_THP_ALWAYS || *state == CHUNK_HUGE_SPLIT)
         if (!os_advise_huge(base, CHUNK_SIZE, true)) return;
-    *state = CHUNK_HUGE_ADVISED;
+    __atomic_store_n(state, (uint8_t)CHUNK_HUGE_ADVISED, __ATOMIC_RELAXED); /* zone_chunk_huge reads it unlocked */
     atomic_fetch_add_explicit(&advised, 1, memory_order_relaxed);
 }
 
@@ -101,7 +101,7 @@ bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all) {
 
 bool thp_split(uint8_t *state) {
     if (!huge(*state)) return false;
-    *state = CHUNK_HUGE_SPLIT;
+    __atomic_store_n(state, (uint8_t)CHUNK_HUGE_SPLIT, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&split, 1, memory_order_relaxed);
     return true;
 }
@@ -113,7 +113,7 @@ bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_p
 }
 
 void thp_collapsed(uint8_t *state, bool ok) {
-    *state = ok ? CHUNK_HUGE_COLLAPSED : CHUNK_HUGE_REFUSED;
+    __atomic_store_n(state, (uint8_t)(ok ? CHUNK_HUGE_COLLAPSED : CHUNK_HUGE_REFUSED), __ATOMIC_RELAXED);
     if (ok) atomic_fetch_add_explicit(&collapsed, 1, memory_order_relaxed);
 }
 

@@ -337,7 +337,7 @@ size_t zone_release_free(void) {
             free_add(c, -(long)CHUNK_PAGES);
             zone.st.chunks--;
             arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
-            *chunk_huge(c) = CHUNK_HUGE_NONE; /* a new mapping carries no advice */
+            __atomic_store_n(chunk_huge(c), (uint8_t)CHUNK_HUGE_NONE, __ATOMIC_RELAXED); /* a new mapping carries no advice */
             bases[n++] = chunk_base(c);
         }
         more = n == 64;
@@ -682,7 +682,9 @@ size_t zone_in_use_pages(void) {
     return chunks * CHUNK_PAGES > free_pages ? (size_t)(chunks * CHUNK_PAGES - free_pages) : 0;
 }
 
-uint8_t zone_chunk_huge(const struct span *s) { return *chunk_huge(s->chunk); }
+/* unlocked: a hint for the caller (whether to populate); the writers, under
+ * the zone lock, store it atomically */
+uint8_t zone_chunk_huge(const struct span *s) { return __atomic_load_n(chunk_huge(s->chunk), __ATOMIC_RELAXED); }
 
 /* Collapse (MADV_COLLAPSE) chunks that became dense as 4 KiB pages, at most
  * max per call, outside the lock (a collapse copies 2 MiB).  A chunk's
@@ -700,7 +702,7 @@ size_t zone_collapse_dense(unsigned max) {
                     thp_collapse_wanted(head->huge[i], head->free_pages[i], heap)) {
                     base = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
                     huge = &head->huge[i];
-                    *huge = CHUNK_HUGE_COLLAPSED;
+                    __atomic_store_n(huge, (uint8_t)CHUNK_HUGE_COLLAPSED, __ATOMIC_RELAXED);
                     break;
                 }
         zone_unlock();
