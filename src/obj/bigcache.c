@@ -12,7 +12,8 @@
  *    page count the thread gave the page heap for want of room (by the
  *    pages it gave: a burst it could not hold), not on any miss (a mix of
  *    sizes that never repeat would fill the cache for nothing), and halves
- *    each purge delay without such a miss (heap_big_decay). */
+ *    each purge delay without such a miss (struct cache_high, decayed with
+ *    the slab cache by heap_decay_current). */
 #include "obj.h"
 
 static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
@@ -32,12 +33,9 @@ struct span *heap_big_get(size_t npages) {
         return s;
     }
     uint64_t want = ((uint64_t)2 << (last < BIG_CACHE_PAGES ? last - 1 : BIG_CACHE_PAGES - 1)) - ((uint64_t)1 << (npages - 1));
-    if (h->big_given && (h->big_given_sizes & want)) { /* it gave away what it now needs: hold it next time */
-        long high = h->big_high + h->big_given;
-        HEAP_SET(h->big_high, high > big_max_pages() ? big_max_pages() : high);
-        h->big_given = 0;
+    if (h->big_given_sizes & want) { /* it gave away what it now needs: hold it next time */
+        cache_high_raise(&h->big_high, big_max_pages());
         h->big_given_sizes = 0;
-        h->big_missed = true;
     }
     return NULL;
 }
@@ -45,8 +43,8 @@ struct span *heap_big_get(size_t npages) {
 bool heap_big_put(struct span *s) {
     struct heap *h = heap_current();
     if (!h || s->npages > BIG_CACHE_PAGES) return false;
-    if (h->big_pages + (long)s->npages > h->big_high) {
-        h->big_given += s->npages;
+    if (h->big_pages + (long)s->npages > h->big_high.high) {
+        h->big_high.given += s->npages;
         h->big_given_sizes |= (uint64_t)1 << (s->npages - 1);
         return false;
     }
@@ -65,14 +63,4 @@ void heap_big_drain(struct heap *h, long keep_pages) {
             page_free(s);
         }
     }
-}
-
-void heap_big_decay(struct heap *h) {
-    if (!h->big_missed) {
-        HEAP_SET(h->big_high, h->big_high / 2);
-        heap_big_drain(h, h->big_high);
-    }
-    h->big_missed = false;
-    h->big_given = 0;
-    h->big_given_sizes = 0;
 }

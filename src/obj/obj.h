@@ -82,7 +82,6 @@ void heap_decay_current(uint64_t now_ms); /* the calling thread's slab cache: se
 /* bigcache.c: the calling thread's cache of freed large blocks */
 struct span *heap_big_get(size_t npages); /* a kept block (kind SPAN_TAKEN) of npages to npages + 1/8, or NULL */
 bool heap_big_put(struct span *s);        /* keep s (after large_unmap); false: the caller frees it */
-void heap_big_decay(struct heap *h);      /* halve the high after a period without a miss */
 void heap_big_drain(struct heap *h, long keep_pages); /* give blocks back until keep_pages remain */
 
 #define SLAB_FULL_TAG ((uintptr_t)1)
@@ -100,6 +99,15 @@ static inline uintptr_t slab_remote_push(uintptr_t tf, const void *p) {
     return (uintptr_t)p | ((uintptr_t)(slab_remote_count(tf) + 1) << SLAB_REMOTE_SHIFT);
 }
 
+/* The high of a thread's cache (empty slabs, large blocks), the pagesets'
+ * rule for one owner: a miss that follows what the thread gave the page
+ * heap for want of room raises the high by that much (the burst it could
+ * not hold); a purge delay without such a miss halves it.  Only the owner
+ * writes it; the report reads high. */
+struct cache_high {
+    long high, given; /* given: units refused since the last raise or decay */
+    bool missed;      /* a raise since the last decay */
+};
 struct bin {
     struct span *cur;     /* slab being allocated from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
@@ -120,19 +128,16 @@ struct heap {
     uint64_t slab_cache_high_peak;
     struct span *empty; /* retired slabs kept for reuse */
     long nr_empty;
-    /* the cache's high: between opt.heap_empty_slabs and opt.heap_empty_max,
-     * raised on a miss by the slabs given to the page heap since the last
-     * one (the burst it did not hold), halved by heap_decay_current after a
-     * purge delay without a miss */
-    long empty_high, empty_given;
-    bool empty_missed;
-    uint64_t empty_decay_at;
-    /* freed large blocks kept by page count (bigcache.c), the same rule in
-     * pages: high from 0 up to FOLIO_HEAP_BIG_CACHE_KIB */
+    /* the cache's high, in slabs: between opt.heap_empty_slabs and
+     * opt.heap_empty_max */
+    struct cache_high empty_high;
+    uint64_t empty_decay_at; /* the next decay of both caches (heap_decay_current) */
+    /* freed large blocks kept by page count (bigcache.c); high in pages,
+     * from 0 up to FOLIO_HEAP_BIG_CACHE_KIB */
     struct span *big[BIG_CACHE_PAGES + 1];
-    long big_pages, big_high, big_given;
+    struct cache_high big_high;
+    long big_pages;
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
-    bool big_missed;
     uint64_t big_cache_hits;
     struct heap *all_next, *free_next;
     bool live;
@@ -163,6 +168,29 @@ extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_ini
 #define HEAP_COUNT(field, v) ((field) += (v))
 #define HEAP_SET(field, v) ((field) = (v))
 #endif
+
+/* on a miss: true when the high grew (up to max) */
+static inline bool cache_high_raise(struct cache_high *c, long max) {
+    if (!c->given) return false;
+    long high = c->high + c->given > max ? max : c->high + c->given;
+    bool grew = high > c->high;
+    if (grew) HEAP_SET(c->high, high);
+    c->given = 0;
+    c->missed = true;
+    return grew;
+}
+/* once per purge delay: the new high (the caller gives back what is above it) */
+static inline long cache_high_decay(struct cache_high *c, long min) {
+    if (!c->missed) HEAP_SET(c->high, c->high / 2 < min ? min : c->high / 2);
+    c->missed = false;
+    c->given = 0;
+    return c->high;
+}
+static inline void cache_high_init(struct cache_high *c, long high) {
+    HEAP_SET(c->high, high);
+    c->given = 0;
+    c->missed = false;
+}
 
 /* Large blocks are counted by the thread that allocates or frees them, in
  * its heap (no shared cache line); a thread with no heap counts in shared

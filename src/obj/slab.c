@@ -101,52 +101,43 @@ static void retire(struct heap *h, struct span *s) {
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    if (h && h->nr_empty < h->empty_high) {
+    if (h && h->nr_empty < h->empty_high.high) {
         s->next = h->empty;
         h->empty = s;
         h->nr_empty++;
         return;
     }
-    if (h) h->empty_given++;
+    if (h) h->empty_high.given++;
     span_map_pages(s, NULL, s->page_idx, s->npages);
     page_free(s);
 }
 
-/* Give every slab in the heap's empty cache back to the page heap. */
-static void empty_cache_drain(struct heap *h) {
-    while (h->empty) {
+/* Give slabs of the heap's empty cache back to the page heap until keep
+ * remain. */
+static void empty_cache_drain(struct heap *h, long keep) {
+    while (h->nr_empty > keep) {
         struct span *s = h->empty;
         h->empty = s->next;
+        h->nr_empty--;
         span_map_pages(s, NULL, s->page_idx, s->npages);
         page_free(s);
     }
-    h->nr_empty = 0;
 }
 
-/* The cache's decay, run by the maintenance tick of the calling thread
- * (only the owner touches its cache): once per purge delay, a cache that
- * had no miss halves its high, and the slabs above it go to the page
- * heap, so a burst's slabs are given back once bursts stop. */
+/* The caches' decay (empty slabs, large blocks), run by the maintenance
+ * tick of the calling thread (only the owner touches its caches): once per
+ * purge delay, a cache that had no miss halves its high, and what is above
+ * it goes to the page heap, so a burst's memory is given back once bursts
+ * stop. */
 void heap_decay_current(uint64_t now) {
     struct heap *h = heap_current();
     if (!h || now < h->empty_decay_at) return;
     bool first = h->empty_decay_at == 0;
     h->empty_decay_at = now + (opt.purge_delay_ms ? (uint64_t)opt.purge_delay_ms : 1000);
     if (first) return;
-    if (!h->empty_missed) {
-        long high = h->empty_high / 2;
-        HEAP_SET(h->empty_high, high < opt.heap_empty_slabs ? opt.heap_empty_slabs : high);
-        while (h->nr_empty > h->empty_high) {
-            struct span *s = h->empty;
-            h->empty = s->next;
-            h->nr_empty--;
-            span_map_pages(s, NULL, s->page_idx, s->npages);
-            page_free(s);
-        }
-    }
-    h->empty_missed = false;
-    h->empty_given = 0;
-    heap_big_decay(h);
+    empty_cache_drain(h, cache_high_decay(&h->empty_high, opt.heap_empty_slabs));
+    heap_big_drain(h, cache_high_decay(&h->big_high, 0));
+    h->big_given_sizes = 0;
 }
 
 /* An empty slab of an exited thread (kind SPAN_SLAB, or SPAN_TAKEN from a
@@ -275,16 +266,10 @@ static struct span *slab_new(struct heap *h, unsigned c) {
             HEAP_COUNT(h->slab_cache_hits, 1);
             break;
         }
-    if (!s && h->empty_given) { /* a burst deeper than the cache: hold it next time */
-        long high = h->empty_high + h->empty_given;
-        if (high > opt.heap_empty_max) high = opt.heap_empty_max;
-        if (high > h->empty_high) {
-            HEAP_SET(h->empty_high, high);
-            HEAP_COUNT(h->slab_cache_raises, 1);
-        }
-        h->empty_given = 0;
-        h->empty_missed = true;
-        if ((uint64_t)h->empty_high > h->slab_cache_high_peak) HEAP_SET(h->slab_cache_high_peak, (uint64_t)h->empty_high);
+    if (!s && cache_high_raise(&h->empty_high, opt.heap_empty_max)) { /* a burst deeper than the cache */
+        HEAP_COUNT(h->slab_cache_raises, 1);
+        if ((uint64_t)h->empty_high.high > h->slab_cache_high_peak)
+            HEAP_SET(h->slab_cache_high_peak, (uint64_t)h->empty_high.high);
     }
     if (!s) s = spare_get(ci->pages);
     bool mapped = s != NULL; /* from a cache: its pages still map to it */
@@ -324,7 +309,7 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         if (s->used == 0) {
-            if (h->nr_empty < h->empty_high) retire(h, s);
+            if (h->nr_empty < h->empty_high.high) retire(h, s);
             else spare_put(s);
             continue;
         }
@@ -377,15 +362,12 @@ static struct heap *heap_create(void) {
     h->slab_cache_high_peak = (uint64_t)opt.heap_empty_slabs;
     h->empty = NULL;
     h->nr_empty = 0;
-    HEAP_SET(h->empty_high, opt.heap_empty_slabs);
+    cache_high_init(&h->empty_high, opt.heap_empty_slabs);
     for (unsigned n = 0; n <= BIG_CACHE_PAGES; n++) h->big[n] = NULL;
-    h->big_pages = h->big_given = 0;
+    h->big_pages = 0;
     h->big_given_sizes = 0;
-    HEAP_SET(h->big_high, 0);
-    h->big_missed = false;
+    cache_high_init(&h->big_high, 0);
     h->big_cache_hits = 0;
-    h->empty_given = 0;
-    h->empty_missed = false;
     h->empty_decay_at = 0;
     /* heap_counts reads a heap's counters once it sees it live */
     __atomic_store_n(&h->live, true, __ATOMIC_RELEASE);
@@ -727,7 +709,7 @@ void heap_trim_current(void) {
         s->slow_used = 0;
         retire(NULL, s);
     }
-    empty_cache_drain(h);
+    empty_cache_drain(h, 0);
     heap_big_drain(h, 0);
 }
 
@@ -827,6 +809,6 @@ size_t slab_check_current(void) {
         if (++n > h->nr_empty) break;
         bad += span_kind(s) != SPAN_TAKEN || atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL;
     }
-    bad += n != h->nr_empty || h->nr_empty > h->empty_high || h->empty_high > opt.heap_empty_max;
+    bad += n != h->nr_empty || h->nr_empty > h->empty_high.high || h->empty_high.high > opt.heap_empty_max;
     return bad;
 }
