@@ -168,6 +168,8 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "pcp_in_use", (uint64_t)s.pcp.in_use);
     kv(&b, "pcp_held_chunks", (uint64_t)s.pcp.chunks);
     kv(&b, "pcp_chunks_drained", s.pcp.chunks_drained);
+    kv(&b, "pcp_exact_hits", s.pcp.exact_hits);
+    kv(&b, "pcp_exact_misses", s.pcp.exact_misses);
     kv(&b, "pcp_reclaim_caps", s.pcp.reclaim_caps);
     kv(&b, "pressure_state", (uint64_t)s.pr.state);
     kv(&b, "pressure_below_high_periods", s.pr.below_high_periods);

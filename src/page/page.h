@@ -77,6 +77,7 @@ struct pageset_stats {
     uint64_t refills, drains, free_high_drains, decays, trylock_failed;
     uint64_t reclaim_caps;   /* drains by the reclaim-active cap */
     uint64_t chunks_drained; /* whole chunks given back to the zone by drains and decay */
+    uint64_t exact_hits, exact_misses; /* spans of other sizes: served from the exact lists, or not */
     int in_use;              /* pagesets in use (high_max's split); totals only */
 };
 void pageset_init(void);

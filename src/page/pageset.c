@@ -17,11 +17,13 @@
  *    tail brings count to high;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them;
- *  - a span of up to 64 pages that is not a power of two is carved exactly
- *    from the block of the next order, and its tail pages go on the lists as
- *    smaller blocks; freed, it is cut back into aligned blocks.  The
- *    descriptors this needs come from a small per-pageset stash, topped up
- *    during refills (in the zone-lock hold the refill takes anyway).
+ *  - a span of any other size below a chunk (an odd page count, or a power
+ *    of two above order 6 or not aligned to it) is kept whole on the exact
+ *    list of its page count, counted in count with its pages, and drained
+ *    whole: the zone carved it (next fit, in a chunk of large spans) and
+ *    merges it back.  A free of such a span is a cache of it for the next
+ *    request of the same size; a miss takes it from the zone, one span at
+ *    a time (no refill: sizes that never repeat would fill the lists).
  *
  * What the kernel's quantities mean here:
  *  - the zone size is the chunks the zone has put in use (no cap), at
@@ -53,7 +55,18 @@
 /* the drain rotation's slot after the orders: the whole chunks */
 #define CHUNK_SLOT (PCP_MAX_ORDER + 1)
 #define CHUNK_ORDER 9
-#define SPARE_DESCS 16
+/* the drain rotation's last slot: the exact lists */
+#define EXACT_SLOT (CHUNK_SLOT + 1)
+
+/* Spans kept by exact page count (any size below a chunk that the order
+ * lists do not hold), with a bit per non-empty list so that a drain finds
+ * one without walking 512 heads.  Allocated on a pageset's first such free
+ * (most programs never make one). */
+struct exact_lists {
+    struct span *head[CHUNK_PAGES], *tail[CHUNK_PAGES];
+    uint64_t nonempty[CHUNK_PAGES / 64];
+    uint32_t cursor; /* the drain's next page count */
+};
 
 struct pageset {
     lock_t lock;
@@ -65,8 +78,8 @@ struct pageset {
     struct span *chunks;
     long nr_chunks;
     bool in_use; /* counted in nr_in_use */
-    struct span *spare; /* descriptors for carving */
-    long nr_spare;
+    struct exact_lists *exact;
+    uint64_t exact_hits, exact_misses;
     long high_lowest, high_highest;
     uint64_t last_decay_ms;
     uint64_t uses, uses_at_decay; /* allocations and frees served; their count at the last decay */
@@ -162,6 +175,11 @@ void pageset_init(void) {
 
 /* ---- lists ---- */
 
+/* the order lists hold aligned powers of two up to order 6 */
+static bool pcp_order_fits(uint32_t n, uint32_t page_idx) {
+    return n >= 1 && n <= (1u << PCP_MAX_ORDER) && (n & (n - 1)) == 0 && (page_idx & (n - 1)) == 0;
+}
+
 static struct pageset *this_pageset(void) {
     int cpu = os_cpu();
     return cpu < nr_pagesets ? &pagesets[cpu] : NULL;
@@ -210,6 +228,8 @@ static struct span *pop_chunk(struct pageset *ps) {
     return s;
 }
 
+static struct span *exact_pop_next(struct pageset *ps);
+
 static void drain(struct pageset *ps, long pages, unsigned first) {
     ps->drains++;
     unsigned o = first > PCP_MAX_ORDER ? CHUNK_SLOT : first;
@@ -218,17 +238,15 @@ static void drain(struct pageset *ps, long pages, unsigned first) {
         long chunk = 0;
         while (chunk < ps->batch && chunk < pages && ps->count > 0) {
             unsigned slot = o;
-            o = (o + 1) % (CHUNK_SLOT + 1);
-            struct span *s = slot == CHUNK_SLOT ? pop_chunk(ps) : pop_tail(ps, slot);
+            o = (o + 1) % (EXACT_SLOT + 1);
+            struct span *s = slot == CHUNK_SLOT ? pop_chunk(ps)
+                             : slot == EXACT_SLOT ? exact_pop_next(ps)
+                                                  : pop_tail(ps, slot);
             if (!s) continue;
             s->next = list;
             list = s;
-            if (slot == CHUNK_SLOT) {
-                ps->chunks_drained++;
-                chunk += CHUNK_PAGES;
-            } else {
-                chunk += 1l << s->order;
-            }
+            if (slot == CHUNK_SLOT) ps->chunks_drained++;
+            chunk += s->npages;
         }
         pages -= chunk;
         zone_free_bulk(list);
@@ -350,9 +368,7 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
         size_limits(ps, zone_size_pages());
         struct span *list;
         long descs = 0;
-        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list, &ps->spare, SPARE_DESCS - ps->nr_spare,
-                        &descs);
-        ps->nr_spare += descs;
+        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list, NULL, 0, &descs);
         ps->refills++;
         while (list) {
             struct span *b = list;
@@ -365,53 +381,63 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
     return s;
 }
 
-static bool spare_ensure(struct pageset *ps, long n) {
-    if (ps->nr_spare < n) ps->nr_spare += zone_take_descs(&ps->spare, SPARE_DESCS - ps->nr_spare);
-    return ps->nr_spare >= n;
-}
-static struct span *spare_get(struct pageset *ps) {
-    struct span *d = ps->spare;
-    ps->spare = d->next;
-    ps->nr_spare--;
-    return d;
+/* ---- the exact lists ---- */
+
+/* The pageset's exact lists, allocated on its first use (ps->lock held:
+ * the meta lock ranks above it); NULL if metadata is short. */
+static struct exact_lists *exact_of(struct pageset *ps) {
+    if (!ps->exact) ps->exact = meta_alloc(sizeof *ps->exact);
+    return ps->exact;
 }
 
-/* Put the pages [idx, idx+n) of s's chunk on the lists as maximal aligned
- * blocks; the first block's descriptor is `first` (or a spare).  Returns the
- * largest order pushed. */
-static unsigned push_range(struct pageset *ps, struct span *tmpl, uint32_t idx, uint32_t n,
-                           struct span *first) {
-    uint32_t end = idx + n;
-    unsigned top = 0;
-    while (idx < end) {
-        unsigned o = block_order_at(idx, end, PCP_MAX_ORDER);
-        struct span *d = first ? first : spare_get(ps);
-        first = NULL;
-        d->chunk = tmpl->chunk;
-        d->page_idx = idx;
-        d->start = chunk_base(tmpl->chunk) + ((size_t)idx << PAGE_SHIFT);
-        d->npages = 1u << o;
-        d->flags = tmpl->flags & SPAN_ZEROED;
-        push_head(ps, d, o);
-        if (o > top) top = o;
-        idx += 1u << o;
+/* The order a span of n pages is accounted as by the tuning rules (the
+ * order the kernel would allocate it at). */
+static unsigned exact_order(uint32_t n) { return (unsigned)(32 - __builtin_clz(n - 1)); }
+
+static void exact_push(struct pageset *ps, struct exact_lists *e, struct span *s) {
+    uint32_t n = s->npages;
+    span_set_kind(s, SPAN_PCP_FREE);
+    s->order = (uint8_t)exact_order(n);
+    s->prev = NULL;
+    s->next = e->head[n];
+    if (e->head[n]) e->head[n]->prev = s;
+    else e->tail[n] = s;
+    e->head[n] = s;
+    e->nonempty[n / 64] |= 1ull << (n % 64);
+    ps->count += n;
+}
+static void exact_unlink(struct pageset *ps, struct exact_lists *e, struct span *s) {
+    uint32_t n = s->npages;
+    if (s->prev) s->prev->next = s->next;
+    else e->head[n] = s->next;
+    if (s->next) s->next->prev = s->prev;
+    else e->tail[n] = s->prev;
+    if (!e->head[n]) e->nonempty[n / 64] &= ~(1ull << (n % 64));
+    ps->count -= n;
+}
+/* The drain's pick: the oldest span of the next non-empty size after the
+ * cursor, so that a drain spreads over the sizes as it does over the orders. */
+static struct span *exact_pop_next(struct pageset *ps) {
+    struct exact_lists *e = ps->exact;
+    if (!e) return NULL;
+    for (uint32_t k = 0; k < CHUNK_PAGES / 64 + 1; k++) {
+        uint32_t w = ((e->cursor / 64) + k) % (CHUNK_PAGES / 64);
+        uint64_t bits = e->nonempty[w];
+        if (k == 0) bits &= ~0ull << (e->cursor % 64);
+        if (!bits) continue;
+        uint32_t n = w * 64 + (uint32_t)__builtin_ctzll(bits);
+        struct span *s = e->tail[n];
+        exact_unlink(ps, e, s);
+        e->cursor = (n + 1) % CHUNK_PAGES;
+        return s;
     }
-    return top;
+    return NULL;
 }
 
-/* Descriptors a cut of [idx, idx+n) into aligned blocks needs. */
-static long pieces(uint32_t idx, uint32_t n) {
-    long k = 0;
-    for (uint32_t end = idx + n; idx < end; k++) {
-        unsigned o = block_order_at(idx, end, PCP_MAX_ORDER);
-        idx += 1u << o;
-    }
-    return k;
-}
-
-/* The free side of the tuning rules, after blocks of up to order o went on
- * the lists (free_frozen_page_commit). */
-static void after_free(struct pageset *ps, unsigned o) {
+/* The free side of the tuning rules, after a block of order o (`pages`
+ * pages: fewer for an exact span) went on the lists
+ * (free_frozen_page_commit). */
+static void after_free(struct pageset *ps, unsigned o, long pages) {
     note_use(ps);
     ps->alloc_factor >>= 1;
     bool free_high = false;
@@ -423,7 +449,7 @@ static void after_free(struct pageset *ps, unsigned o) {
     } else {
         ps->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
     }
-    if (ps->free_count < (ps->batch << PCP_BATCH_SCALE_MAX)) ps->free_count += 1l << o;
+    if (ps->free_count < (ps->batch << PCP_BATCH_SCALE_MAX)) ps->free_count += pages;
     long high = nr_high(ps, free_high, pressure_state());
     if (ps->count < high) return;
     if (free_high) ps->free_high_drains++;
@@ -434,35 +460,44 @@ static void after_free(struct pageset *ps, unsigned o) {
 
 static void free_on(struct pageset *ps, struct span *s, unsigned o) {
     push_head(ps, s, o);
-    after_free(ps, o);
+    after_free(ps, o, 1l << o);
 }
 
-/* Free any span of up to 64 pages: cut into aligned blocks.  False when the
- * descriptors for the cut are not to be had (the caller uses the zone). */
-static bool free_span_on(struct pageset *ps, struct span *s) {
+/* An aligned power of two up to order 6 goes on its order's list, any other
+ * span below a chunk on its exact list (e: the table, NULL if it could not
+ * be had: the caller gives the span to the zone). */
+static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists *e) {
     uint32_t n = s->npages;
-    if ((n & (n - 1)) == 0 && (s->page_idx & (n - 1)) == 0) {
+    if (pcp_order_fits(n, s->page_idx)) {
         free_on(ps, s, (unsigned)__builtin_ctz(n));
         return true;
     }
-    if (!spare_ensure(ps, pieces(s->page_idx, n) - 1)) return false;
-    after_free(ps, push_range(ps, s, s->page_idx, n, s));
+    if (!e) return false;
+    exact_push(ps, e, s);
+    after_free(ps, s->order, n);
     return true;
 }
 
-/* An exact span of npages <= 64 pages: the block of the next order, its tail
- * given back to the lists. */
-static struct span *alloc_span_on(struct pageset *ps, size_t npages) {
-    unsigned o = npages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(npages - 1));
-    if ((1u << o) != npages && !spare_ensure(ps, pieces((uint32_t)npages, (1u << o) - (uint32_t)npages)))
+/* A span of exactly n pages from the exact lists (the most recently freed,
+ * still in cache), or NULL. */
+static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
+    struct exact_lists *e = ps->exact;
+    struct span *s = e ? e->head[n] : NULL;
+    note_use(ps);
+    ps->free_count >>= 1;
+    if (!s) { /* a miss grows high as a refill does (nr_pcp_alloc), by the span at least */
+        ps->exact_misses++;
+        bool below_high = pressure_state() != 0;
+        size_limits(ps, zone_size_pages());
+        if (ps->high_min != ps->high_max && !below_high) {
+            long h = ps->high + (ps->batch > (long)n ? ps->batch : (long)n);
+            set_high(ps, h < ps->high_max ? h : ps->high_max);
+        }
         return NULL;
-    struct span *s = alloc_on(ps, o);
-    if (s && npages < s->npages) {
-        push_range(ps, s, s->page_idx + (uint32_t)npages, s->npages - (uint32_t)npages, NULL);
-        s->npages = (uint32_t)npages;
-        /* tails pile up on a CPU that only allocates: keep count under high */
-        if (ps->count >= ps->high) drain(ps, ps->count - ps->high + ps->batch, 0);
     }
+    exact_unlink(ps, e, s);
+    ps->exact_hits++;
+    span_set_kind(s, SPAN_TAKEN);
     return s;
 }
 
@@ -502,14 +537,32 @@ static void reclaim_due(void) {
     }
 }
 
+/* The calling CPU's pageset, locked, or when another thread holds it (its
+ * holder was preempted, or this thread migrated) the next CPU's: under
+ * oversubscription a preempted holder would otherwise send every thread of
+ * its CPU to the zone lock.  NULL: both are held (the caller uses the
+ * zone). */
+static struct pageset *take_pageset(void) {
+    int cpu = os_cpu();
+    if (cpu >= nr_pagesets) return NULL;
+    struct pageset *ps = &pagesets[cpu];
+    if (lock_try(&ps->lock)) return ps;
+    atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
+    if (nr_pagesets < 2) return NULL;
+    ps = &pagesets[cpu + 1 < nr_pagesets ? cpu + 1 : 0];
+    if (lock_try(&ps->lock)) return ps;
+    atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
+    return NULL;
+}
+
+/* npages: a power of two up to order 6 (an order list), or any other count
+ * below a chunk (an exact list) */
 static struct span *pcp_alloc(size_t npages) {
-    struct pageset *ps = this_pageset();
-    if (!ps || !lock_try(&ps->lock)) {
-        if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
-        return zone_alloc_pages(npages, 1);
-    }
+    struct pageset *ps = take_pageset();
+    if (!ps) return zone_alloc_pages(npages, 1);
     uint64_t refills = ps->refills;
-    struct span *s = alloc_span_on(ps, npages);
+    struct span *s = pcp_order_fits((uint32_t)npages, 0) ? alloc_on(ps, (unsigned)__builtin_ctzl(npages))
+                                                           : exact_alloc_on(ps, (uint32_t)npages);
     bool refilled = ps->refills != refills;
     debug_check(ps);
     lock_release(&ps->lock);
@@ -519,13 +572,12 @@ static struct span *pcp_alloc(size_t npages) {
 }
 
 static void pcp_free(struct span *s) {
-    struct pageset *ps = this_pageset();
-    if (!ps || !lock_try(&ps->lock)) {
-        if (ps) atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
+    struct pageset *ps = take_pageset();
+    if (!ps) {
         zone_free_span(s);
         return;
     }
-    bool done = free_span_on(ps, s);
+    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps));
     debug_check(ps);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
@@ -563,7 +615,7 @@ static void chunk_free(struct span *s) {
             ps->chunks = s;
             ps->nr_chunks++;
             ps->count += CHUNK_PAGES;
-            after_free(ps, CHUNK_ORDER);
+            after_free(ps, CHUNK_ORDER, CHUNK_PAGES);
             debug_check(ps);
             lock_release(&ps->lock);
             if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
@@ -576,22 +628,18 @@ static void chunk_free(struct span *s) {
 
 /* ---- the page heap's entry points ---- */
 
-/* Only power-of-two spans (every slab) are taken from the pagesets: their
- * lists never merge, so the cut-off tail of an odd-sized span would sit
- * there, resident, while the next odd size took fresh pages; the zone
- * carves such spans one after another (next fit).  Freed, an odd span goes
- * to the pagesets too once the heap holds THP_HEAP_PAGES: cut into aligned
- * blocks there, it is reused for slabs, and less of it is left resident
- * after a purge than when the zone keeps its small pieces (alloc_purge:
- * 48-51 MiB instead of 57-66 after the delay; docs/notes/startup.md). */
-static bool pcp_size(size_t n) { return n >= 1 && n <= (1u << PCP_MAX_ORDER) && (n & (n - 1)) == 0; }
-static bool pcp_takes_free(size_t n) {
-    return pcp_size(n) || (n >= 1 && n <= (1u << PCP_MAX_ORDER) && zone_in_use_pages() >= THP_HEAP_PAGES);
+/* Every span below a chunk goes through the pagesets: the slabs' powers of
+ * two on the order lists, the large blocks of other sizes on the exact
+ * lists (whole: a span the zone carved goes back to it as it was, so
+ * nothing cut from it sits on the order lists while its chunk could merge);
+ * an aligned request of another size goes to the zone. */
+static bool pcp_size(size_t n, size_t align_pages) {
+    return n >= 1 && n < CHUNK_PAGES && (align_pages <= 1 || (pcp_order_fits((uint32_t)n, 0) && align_pages <= n));
 }
 
 /* A span of exactly npages pages aligned to align_pages (a power of two). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
-    if (pcp_size(npages) && align_pages <= npages) return pcp_alloc(npages);
+    if (pcp_size(npages, align_pages)) return pcp_alloc(npages);
     if (npages == CHUNK_PAGES && align_pages <= npages) return chunk_alloc();
     return zone_alloc_pages(npages, align_pages);
 }
@@ -599,7 +647,7 @@ struct span *page_alloc(size_t npages, size_t align_pages) {
 void page_free(struct span *s) {
     size_t n = s->npages;
     s->flags &= SPAN_ZEROED;
-    if (pcp_takes_free(n)) return pcp_free(s);
+    if (pcp_size(n, 1)) return pcp_free(s);
     if (n == CHUNK_PAGES && s->page_idx == 0) return chunk_free(s);
     zone_free_span(s);
 }
@@ -638,9 +686,9 @@ struct span *pageset_alloc_on(int i, unsigned o) {
 void pageset_free_on(int i, struct span *s, unsigned o) {
     struct pageset *ps = &pagesets[i];
     (void)o;
-    lock_acquire(&ps->lock);
     s->flags &= SPAN_ZEROED;
-    bool done = free_span_on(ps, s);
+    lock_acquire(&ps->lock);
+    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps));
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
 }
@@ -685,6 +733,8 @@ void pageset_stats(int i, struct pageset_stats *st) {
     st->decays = ps->decays;
     st->reclaim_caps = ps->reclaim_caps;
     st->chunks_drained = ps->chunks_drained;
+    st->exact_hits = ps->exact_hits;
+    st->exact_misses = ps->exact_misses;
     st->in_use = ps->in_use;
     st->trylock_failed = atomic_load_explicit(&ps->trylock_failed, memory_order_relaxed);
     lock_release(&ps->lock);
@@ -699,6 +749,8 @@ void pageset_totals(struct pageset_stats *sum) {
         sum->chunks += st.chunks;
         sum->reclaim_caps += st.reclaim_caps;
         sum->chunks_drained += st.chunks_drained;
+        sum->exact_hits += st.exact_hits;
+        sum->exact_misses += st.exact_misses;
         sum->refills += st.refills;
         sum->drains += st.drains;
         sum->free_high_drains += st.free_high_drains;
@@ -759,11 +811,22 @@ static size_t check_one(struct pageset *ps) {
         bad += span_kind(s) != SPAN_PCP_FREE || s->npages != CHUNK_PAGES || s->page_idx != 0;
     }
     bad += chunks != ps->nr_chunks;
+    struct exact_lists *e = ps->exact;
+    for (uint32_t n = 1; e && n < CHUNK_PAGES; n++) {
+        struct span *prev = NULL, *s = e->head[n];
+        for (long k = 0; s; prev = s, s = s->next) {
+            if (++k > (1l << 30)) return bad + 1; /* a cycle */
+            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->order != exact_order(n);
+            bad += pcp_order_fits(n, s->page_idx) || s->page_idx + n > CHUNK_PAGES;
+            bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
+            bad += atomic_load_explicit(&s->chunk->span_of[s->page_idx], memory_order_relaxed) != NULL;
+            bad += s->prev != prev;
+            pages += n;
+        }
+        bad += e->tail[n] != prev;
+        bad += !!(e->nonempty[n / 64] & (1ull << (n % 64))) != (e->head[n] != NULL);
+    }
     bad += pages + chunks * (long)CHUNK_PAGES != ps->count;
-    long spare = 0;
-    for (struct span *s = ps->spare; s; s = s->next)
-        if (++spare > ps->nr_spare) break;
-    bad += spare != ps->nr_spare || ps->nr_spare > SPARE_DESCS;
     return bad;
 }
 

@@ -7,7 +7,7 @@
  * reclaim-active cap (fixed and tuned); whole chunks counted in count and
  * decayed; high_max for forced CPU counts and heaps (2..256 CPUs, 16 MiB
  * and 1 GiB), and for a zone larger than one arena; then the counters in
- * the JSON report. */
+ * the JSON report; spans of other sizes kept whole on the exact lists. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdio.h>
@@ -238,6 +238,52 @@ int main(void) {
         puts("SKIP chunk decay: cannot run on pageset 0's CPU");
     }
 
+    /* 6e. spans of other sizes (odd page counts, 128 pages) are kept whole
+     * on the exact lists: a free keeps one, the next request of its size
+     * takes it back (and only of its size), a miss grows high, a drain
+     * gives them back to the zone whole */
+    if (os_cpu() == 0) {
+        for (int t = 0; t < 40 && st().high > st().high_min; t++) pageset_decay_on(0);
+        struct pageset_stats x0 = st();
+        struct span *odd[6], *again[6];
+        for (int i = 0; i < 6; i++) EXPECT(odd[i] = page_alloc(9, 1), "9 pages");
+        struct pageset_stats x1 = st();
+        EXPECT(x1.exact_misses == x0.exact_misses + 6 && x1.high > x0.high,
+               "6 misses of 9 pages: misses %llu -> %llu, high %ld -> %ld",
+               (unsigned long long)x0.exact_misses, (unsigned long long)x1.exact_misses, x0.high, x1.high);
+        for (int i = 0; i < 6; i++) {
+            EXPECT(odd[i]->npages == 9, "a 9-page span has %u pages", odd[i]->npages);
+            page_free(odd[i]);
+        }
+        struct pageset_stats x2 = st();
+        EXPECT(x2.count == x1.count + 54, "6 freed 9-page spans: count %ld -> %ld", x1.count, x2.count);
+        EXPECT(pageset_check() == 0, "pageset invariants with exact spans");
+        struct span *ten = page_alloc(10, 1);
+        EXPECT(ten && ten->npages == 10 && st().exact_hits == x2.exact_hits, "a 10-page request took a 9-page span");
+        for (int i = 0; i < 6; i++) EXPECT(again[i] = page_alloc(9, 1), "9 pages again");
+        struct pageset_stats x3 = st();
+        EXPECT(x3.exact_hits == x2.exact_hits + 6, "6 requests of a kept size: %llu hits",
+               (unsigned long long)(x3.exact_hits - x2.exact_hits));
+        EXPECT(again[0] == odd[5] && again[5] == odd[0], "the last freed span is not taken first");
+        struct span *b = page_alloc(128, 1);
+        EXPECT(b && b->npages == 128, "128 pages");
+        char *start = b->start;
+        page_free(b);
+        b = page_alloc(128, 1);
+        EXPECT(b && b->start == start && st().exact_hits == x3.exact_hits + 1, "a 128-page span not kept");
+        struct span *eight = page_alloc(8, 1);
+        EXPECT(eight && (eight->page_idx & 7) == 0, "an 8-page span from the order lists is aligned");
+        page_free(eight);
+        page_free(b);
+        page_free(ten);
+        for (int i = 0; i < 6; i++) page_free(again[i]);
+        EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants before the drain");
+        pageset_drain_all();
+        EXPECT(st().count == 0 && pageset_check() == 0 && zone_check() == 0, "drain left count %ld", st().count);
+    } else {
+        puts("SKIP exact lists: cannot run on pageset 0's CPU");
+    }
+
     /* 6d. a pageset idle for a whole decay interval leaves the pagesets in
      * use (high_max's split); one that serves again is back in */
     pageset_mark_used(0);
@@ -296,7 +342,7 @@ int main(void) {
     folio_report_json(json, sizeof json);
     const char *keys[] = {"\"pcp_refills\"", "\"pcp_drains\"", "\"free_high_drains\"", "\"pcp_decays\"",
                           "\"pagesets\"", "\"high_lowest\"", "\"high_highest\"", "\"zone_lock_contended\"",
-                          "\"pcp_in_use\"", "\"pcp_reclaim_caps\"", "\"pcp_chunks_drained\"", "\"pcp_held_chunks\"",
+                          "\"pcp_in_use\"", "\"pcp_reclaim_caps\"", "\"pcp_chunks_drained\"", "\"pcp_held_chunks\"", "\"pcp_exact_hits\"", "\"pcp_exact_misses\"",
                           "\"pressure_reclaim_periods\"", "\"pressure_below_high_periods\"", "\"pcp_free_high_batch\""};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         EXPECT(strstr(json, keys[i]), "report lacks %s", keys[i]);
