@@ -28,6 +28,16 @@
  *    FREE neighbours merge at once;
  *  - cached bytes stay within FOLIO_HUGE_CACHE_MIB: past it the oldest are
  *    purged; the purger purges those free for longer than the delay;
+ *  - each shard has one slot, outside its lock: the block freed last (state
+ *    SLOT: resident, on no list, never merged or cut) waits there for the
+ *    next allocation of exactly its size on that shard's CPU, so a thread
+ *    that frees and allocates one huge block in a loop takes no lock.  A
+ *    block enters and leaves the slot by compare-and-swap on its state
+ *    (USED <-> SLOT: a second free fails it, as a double free) and an
+ *    exchange of the slot; whoever takes a block out of the slot owns it.
+ *    The purger, address-space reclaim and a miss put a slot's block on the
+ *    cache list.  States are read atomically wherever a block may be in
+ *    the slot (its neighbours' merges, huge_check);
  *  - address space goes back to the kernel only when a mapping failed
  *    (huge_release, from as_reclaim: every range not in use is unmapped);
  *  - realloc grows a block into the free ranges after it, else moves its
@@ -45,7 +55,7 @@ static struct {
     _Atomic uint64_t allocs, bytes, frees, live_bytes;
 } counts;
 
-enum { HUGE_USED = 1, HUGE_CACHED = 2, HUGE_FREE = 3 };
+enum { HUGE_USED = 1, HUGE_CACHED = 2, HUGE_FREE = 3, HUGE_SLOT = 4 };
 
 /* The first reservation's size; each next one doubles what is reserved,
  * up to REGION_MAX, and is at least the block that needs it. */
@@ -69,6 +79,9 @@ struct shard {
     lock_t lock;
     struct huge *cache_head, *cache_tail, *free_head, *desc_pool;
     size_t cached_bytes;  /* written with relaxed stores: huge_dirty_bytes reads it unlocked */
+    _Atomic(struct huge *) slot;  /* the block freed last, or NULL (lock-free) */
+    _Atomic size_t slot_bytes;    /* the slot's block's bytes (for huge_dirty_bytes) */
+    _Atomic uint64_t slot_hits;
     struct huge_stats st; /* mapped: USED + CACHED bytes */
 } __attribute__((aligned(CACHELINE)));
 
@@ -109,6 +122,8 @@ static void desc_put(struct shard *s, struct huge *h) {
     s->desc_pool = h;
 }
 static struct shard *shard_of(const struct huge *h) { return &shards[h->shard]; }
+/* a neighbour's state: it may be moving in or out of a slot without the lock */
+static uint8_t state_of(const struct huge *h) { return __atomic_load_n(&h->state, __ATOMIC_RELAXED); }
 
 /* ---- the cache and free lists (lock held) ---- */
 static void list_unlink(struct huge *h) {
@@ -159,11 +174,11 @@ static void absorb_next(struct huge *a, struct huge *b) {
  * returns the merged range. */
 static struct huge *make_free(struct huge *h) {
     struct huge *p = h->aprev, *n = h->anext;
-    if (adjacent(h, n) && n->state == HUGE_FREE) {
+    if (adjacent(h, n) && state_of(n) == HUGE_FREE) {
         list_unlink(n);
         absorb_next(h, n);
     }
-    if (adjacent(p, h) && p->state == HUGE_FREE) {
+    if (adjacent(p, h) && state_of(p) == HUGE_FREE) {
         list_unlink(p);
         absorb_next(p, h);
         h = p;
@@ -316,10 +331,20 @@ static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve
  * others' cached ranges purged until they merge into a fit (each lock in
  * turn, never two at once); only then does this shard reserve more, so a
  * steady state that fits in what is reserved maps nothing. */
+static struct huge *slot_take(struct shard *s);
+static void slot_to_cache(struct huge *h);
+/* s's lock, with its slot's block (if any) moved to its cache list, where
+ * a request of another size (or another CPU's) can find it */
+static void lock_shard_listed(struct shard *s) {
+    struct huge *y = slot_take(s);
+    lock_acquire(&s->lock);
+    if (y) slot_to_cache(y);
+}
+
 static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
     unsigned me = (unsigned)os_cpu() & (HUGE_SHARDS - 1);
     struct shard *s = &shards[me];
-    lock_acquire(&s->lock);
+    lock_shard_listed(s);
     struct huge *h = take_listed(s, map, align, zeroed, freed_at);
     lock_release(&s->lock);
     for (int pass = 0; pass < 3 && !h; pass++)
@@ -327,12 +352,68 @@ static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *f
             struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
             if ((pass == 0 && i == 0) || (pass == 2 && i > 0)) continue;
             if (i > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
-            lock_acquire(&o->lock);
+            lock_shard_listed(o);
             h = pass == 0 ? take_listed(o, map, align, zeroed, freed_at)
                           : take(o, map, align, pass == 2, zeroed, freed_at);
             lock_release(&o->lock);
         }
     return h;
+}
+
+/* ---- the slot (lock-free) ---- */
+
+/* The cache bound's share of one shard (cache_bound). */
+static size_t shard_cache_limit(void) {
+    int n = atomic_load_explicit(&shards_in_use, memory_order_relaxed);
+    return ((size_t)opt.huge_cache_mib << 20) / (size_t)(n > 1 ? n : 1);
+}
+
+/* The block out of s's slot (the caller owns it), or NULL. */
+static struct huge *slot_take(struct shard *s) {
+    if (!atomic_load_explicit(&s->slot, memory_order_relaxed)) return NULL;
+    struct huge *h = atomic_exchange_explicit(&s->slot, NULL, memory_order_acquire);
+    if (h) atomic_fetch_sub_explicit(&s->slot_bytes, h->map_size, memory_order_relaxed);
+    return h;
+}
+
+static void cache_bound(struct shard *s);
+/* A block taken out of a slot that is not wanted now goes on its shard's
+ * cache list (lock held; list_push counts it in st.mapped again). */
+static void slot_to_cache(struct huge *h) {
+    shard_of(h)->st.mapped -= h->map_size;
+    list_push(h, HUGE_CACHED);
+    cache_bound(shard_of(h));
+}
+
+/* A live block (h->freed_at set) into its shard's slot; false when the
+ * slot is taken (h is SLOT: the caller lists it). */
+static bool slot_put(struct shard *s, struct huge *h) {
+    size_t bytes = h->map_size; /* once h is in the slot, it is the taker's */
+    struct huge *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&s->slot, &none, h, memory_order_release, memory_order_relaxed))
+        return false;
+    atomic_fetch_add_explicit(&s->slot_bytes, bytes, memory_order_relaxed);
+    return true;
+}
+
+/* The calling CPU's shard's slot, if it holds a block of exactly map bytes
+ * at an align boundary: that block, USED again.  Any other block found
+ * there goes on its cache list, where the locked path can cut it. */
+static struct huge *slot_alloc(size_t map, size_t align, uint64_t *freed_at) {
+    struct shard *s = &shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)];
+    struct huge *h = slot_take(s);
+    if (!h) return NULL;
+    if (h->map_size == map && ((uintptr_t)h->base & (align - 1)) == 0) {
+        *freed_at = h->freed_at;
+        __atomic_store_n(&h->state, HUGE_USED, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&s->slot_hits, 1, memory_order_relaxed);
+        return h;
+    }
+    struct shard *o = shard_of(h);
+    lock_acquire(&o->lock);
+    slot_to_cache(h);
+    lock_release(&o->lock);
+    return NULL;
 }
 
 void *huge_alloc(size_t n, size_t align, bool zero) {
@@ -344,7 +425,8 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     size_t map = round_up(size, CHUNK_SIZE);
     bool zeroed = false;
     uint64_t freed_at = 0;
-    struct huge *h = take_any(map, align, &zeroed, &freed_at);
+    struct huge *h = slot_alloc(map, align ? align : 1, &freed_at);
+    if (!h) h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
         h = take_any(map, align, &zeroed, &freed_at);
@@ -368,26 +450,26 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
  * (no count shared by every CPU on the free path): a shard past its share
  * purges its oldest (lock held). */
 static void cache_bound(struct shard *s) {
-    int n = atomic_load_explicit(&shards_in_use, memory_order_relaxed);
-    size_t limit = ((size_t)opt.huge_cache_mib << 20) / (size_t)(n > 1 ? n : 1);
+    size_t limit = shard_cache_limit();
     while (s->cache_tail && s->cached_bytes > limit) purge_one(s->cache_tail);
 }
 
+/* A block goes to its shard's slot when the slot is free and the block
+ * fits the shard's cache bound; else on the cache list.  Either way it is
+ * still counted in st.mapped (USED and SLOT and CACHED alike). */
 void huge_free(struct huge *h, void *p) {
     if (p != h->base) os_fatal_ptr("free(): invalid pointer", p);
     struct shard *s = shard_of(h);
-    lock_acquire(&s->lock);
-    if (h->state != HUGE_USED) {
-        lock_release(&s->lock);
+    uint8_t used = HUGE_USED;
+    if (!__atomic_compare_exchange_n(&h->state, &used, HUGE_SLOT, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         os_fatal_ptr("free(): double free", p);
-    }
     atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
-    s->st.mapped -= h->map_size;
-    h->freed_at = os_now_ms();
-    list_push(h, HUGE_CACHED);
-    cache_bound(s);
-    lock_release(&s->lock);
     atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
+    h->freed_at = os_now_ms();
+    if (h->map_size <= shard_cache_limit() && slot_put(s, h)) return;
+    lock_acquire(&s->lock);
+    slot_to_cache(h);
+    lock_release(&s->lock);
 }
 
 size_t huge_usable(struct huge *h, void *p) { return h->map_size - (size_t)((char *)p - h->base); }
@@ -443,7 +525,8 @@ static char *move_anywhere(struct huge *h, size_t map) {
  * few.  h->map_size stays the old size for the caller's counts. */
 static bool grow_in_place(struct huge *h, size_t map) {
     size_t have = h->map_size, old = h->map_size;
-    for (struct huge *n = h->anext, *p = h; have < map && adjacent(p, n) && n->state != HUGE_USED;
+    for (struct huge *n = h->anext, *p = h;
+         have < map && adjacent(p, n) && (state_of(n) == HUGE_FREE || state_of(n) == HUGE_CACHED);
          p = n, n = n->anext)
         have += n->map_size;
     struct huge *spare = have >= map ? desc_get(shard_of(h)) : NULL; /* the one cut below cannot fail */
@@ -564,7 +647,11 @@ size_t huge_purge(bool all) {
     size_t done = 0;
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        /* a slot's block: back if still young, else listed (and purged below) */
+        struct huge *y = slot_take(s);
+        if (y && !all && y->freed_at + (uint64_t)opt.purge_delay_ms > now && slot_put(s, y)) y = NULL;
         lock_acquire(&s->lock);
+        if (y) slot_to_cache(y);
         while (s->cache_tail && (all || s->cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
             done += s->cache_tail->map_size;
             purge_one(s->cache_tail);
@@ -580,7 +667,9 @@ size_t huge_release(void) {
     size_t done = 0;
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
+        struct huge *y = slot_take(s);
         lock_acquire(&s->lock);
+        if (y) slot_to_cache(y);
         while (s->cache_tail) purge_one(s->cache_tail);
         for (struct huge *h = s->free_head, *next; h; h = next) {
             next = h->next;
@@ -602,7 +691,11 @@ size_t huge_release(void) {
 
 size_t huge_dirty_bytes(void) {
     size_t sum = 0;
-    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) sum += __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED);
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        /* a taker's subtraction may land before the filler's addition */
+        size_t slot = atomic_load_explicit(&s->slot_bytes, memory_order_relaxed);
+        sum += __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED) + ((ptrdiff_t)slot < 0 ? 0 : slot);
+    }
     return sum;
 }
 
@@ -613,7 +706,7 @@ void huge_stats(struct huge_stats *st) {
         lock_acquire(&s->lock);
         st->mapped += s->st.mapped;
         st->cached += s->cached_bytes;
-        st->cache_hits += s->st.cache_hits;
+        st->cache_hits += s->st.cache_hits + atomic_load_explicit(&s->slot_hits, memory_order_relaxed);
         st->mremaps += s->st.mremaps;
         st->purges += s->st.purges;
         st->purged_bytes += s->st.purged_bytes;
