@@ -65,7 +65,14 @@
 struct exact_lists {
     struct span *head[CHUNK_PAGES], *tail[CHUNK_PAGES];
     uint64_t nonempty[CHUNK_PAGES / 64];
+    uint64_t drained[CHUNK_PAGES / 64]; /* sizes drained to the zone since their last miss */
     uint32_t cursor; /* the drain's next page count */
+    /* the lists' own bound, within the pageset's high: spans of a size
+     * that is not asked for again only pin their chunks, so the bound
+     * starts at high_min and grows only while the lists mostly hit */
+    long pages, high;
+    uint64_t hits_win, misses_win; /* since the last decay */
+    bool grew;                     /* since the last decay */
 };
 
 struct pageset {
@@ -229,6 +236,7 @@ static struct span *pop_chunk(struct pageset *ps) {
 }
 
 static struct span *exact_pop_next(struct pageset *ps);
+static void exact_decay(struct pageset *ps);
 
 static void drain(struct pageset *ps, long pages, unsigned first) {
     ps->drains++;
@@ -340,6 +348,7 @@ static void decay(struct pageset *ps) {
         long h = a > b ? a : b;
         set_high(ps, h > ps->high_min ? h : ps->high_min);
     }
+    exact_decay(ps);
     if (ps->count > ps->high) drain(ps, ps->count - ps->high, 0);
 }
 
@@ -386,7 +395,7 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
 /* The pageset's exact lists, allocated on its first use (ps->lock held:
  * the meta lock ranks above it); NULL if metadata is short. */
 static struct exact_lists *exact_of(struct pageset *ps) {
-    if (!ps->exact) ps->exact = meta_alloc(sizeof *ps->exact);
+    if (!ps->exact && (ps->exact = meta_alloc(sizeof *ps->exact))) ps->exact->high = ps->high_min;
     return ps->exact;
 }
 
@@ -404,6 +413,7 @@ static void exact_push(struct pageset *ps, struct exact_lists *e, struct span *s
     else e->tail[n] = s;
     e->head[n] = s;
     e->nonempty[n / 64] |= 1ull << (n % 64);
+    e->pages += n;
     ps->count += n;
 }
 static void exact_unlink(struct pageset *ps, struct exact_lists *e, struct span *s) {
@@ -413,6 +423,7 @@ static void exact_unlink(struct pageset *ps, struct exact_lists *e, struct span 
     if (s->next) s->next->prev = s->prev;
     else e->tail[n] = s->prev;
     if (!e->head[n]) e->nonempty[n / 64] &= ~(1ull << (n % 64));
+    e->pages -= n;
     ps->count -= n;
 }
 /* The drain's pick: the oldest span of the next non-empty size after the
@@ -428,6 +439,7 @@ static struct span *exact_pop_next(struct pageset *ps) {
         uint32_t n = w * 64 + (uint32_t)__builtin_ctzll(bits);
         struct span *s = e->tail[n];
         exact_unlink(ps, e, s);
+        e->drained[n / 64] |= 1ull << (n % 64);
         e->cursor = (n + 1) % CHUNK_PAGES;
         return s;
     }
@@ -437,7 +449,7 @@ static struct span *exact_pop_next(struct pageset *ps) {
 /* The free side of the tuning rules, after a block of order o (`pages`
  * pages: fewer for an exact span) went on the lists
  * (free_frozen_page_commit). */
-static void after_free(struct pageset *ps, unsigned o, long pages) {
+static void after_free(struct pageset *ps, unsigned o, long pages, int pressure) {
     note_use(ps);
     ps->alloc_factor >>= 1;
     bool free_high = false;
@@ -450,7 +462,7 @@ static void after_free(struct pageset *ps, unsigned o, long pages) {
         ps->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
     }
     if (ps->free_count < (ps->batch << PCP_BATCH_SCALE_MAX)) ps->free_count += pages;
-    long high = nr_high(ps, free_high, pressure_state());
+    long high = nr_high(ps, free_high, pressure);
     if (ps->count < high) return;
     if (free_high) ps->free_high_drains++;
     /* free_high and a chunk start with the list just freed into (the
@@ -458,23 +470,48 @@ static void after_free(struct pageset *ps, unsigned o, long pages) {
     drain(ps, nr_free(ps, high, free_high), free_high || o == CHUNK_ORDER ? o : 0);
 }
 
-static void free_on(struct pageset *ps, struct span *s, unsigned o) {
+static void free_on(struct pageset *ps, struct span *s, unsigned o, int pressure) {
     push_head(ps, s, o);
-    after_free(ps, o, 1l << o);
+    after_free(ps, o, 1l << o, pressure);
+}
+
+/* The exact lists back within their bound: the excess to the zone in one
+ * hold. */
+static void exact_trim(struct pageset *ps, struct exact_lists *e) {
+    struct span *list = NULL;
+    while (e->pages > e->high) {
+        struct span *s = exact_pop_next(ps);
+        if (!s) break;
+        s->next = list;
+        list = s;
+    }
+    if (list) zone_free_bulk(list);
+}
+
+/* At each decay the bound halves (not below high_min) unless it grew and
+ * the lists hit at least every other time since the last one. */
+static void exact_decay(struct pageset *ps) {
+    struct exact_lists *e = ps->exact;
+    if (!e) return;
+    if (!e->grew || e->hits_win * 2 < e->misses_win) e->high = e->high / 2 > ps->high_min ? e->high / 2 : ps->high_min;
+    e->grew = false;
+    e->hits_win = e->misses_win = 0;
+    exact_trim(ps, e);
 }
 
 /* An aligned power of two up to order 6 goes on its order's list, any other
  * span below a chunk on its exact list (e: the table, NULL if it could not
  * be had: the caller gives the span to the zone). */
-static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists *e) {
+static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists *e, int pressure) {
     uint32_t n = s->npages;
     if (pcp_order_fits(n, s->page_idx)) {
-        free_on(ps, s, (unsigned)__builtin_ctz(n));
+        free_on(ps, s, (unsigned)__builtin_ctz(n), pressure);
         return true;
     }
     if (!e) return false;
     exact_push(ps, e, s);
-    after_free(ps, s->order, n);
+    exact_trim(ps, e);
+    after_free(ps, s->order, n, pressure);
     return true;
 }
 
@@ -485,18 +522,33 @@ static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
     struct span *s = e ? e->head[n] : NULL;
     note_use(ps);
     ps->free_count >>= 1;
-    if (!s) { /* a miss grows high as a refill does (nr_pcp_alloc), by the span at least */
+    /* a miss for a size this pageset drained (it could not hold it) grows
+     * the lists' bound, and high as a refill does (nr_pcp_alloc), by the
+     * span at least, while the lists hit at least every other time (the
+     * first few misses after a decay grow it regardless: a size larger
+     * than the bound gets its chance); a miss for a size never held does
+     * not: sizes that never repeat would grow the lists for nothing */
+    if (!s) {
         ps->exact_misses++;
+        uint64_t bit = 1ull << (n % 64);
+        if (!e) return NULL;
+        e->misses_win++;
+        if (!(e->drained[n / 64] & bit) || (e->misses_win > 4 && e->hits_win * 2 < e->misses_win)) return NULL;
+        e->drained[n / 64] &= ~bit;
+        long grow = ps->batch > (long)n ? ps->batch : (long)n;
+        e->high = e->high + grow < ps->high_max ? e->high + grow : ps->high_max;
+        e->grew = true;
         bool below_high = pressure_state() != 0;
         size_limits(ps, zone_size_pages());
         if (ps->high_min != ps->high_max && !below_high) {
-            long h = ps->high + (ps->batch > (long)n ? ps->batch : (long)n);
+            long h = ps->high + grow;
             set_high(ps, h < ps->high_max ? h : ps->high_max);
         }
         return NULL;
     }
     exact_unlink(ps, e, s);
     ps->exact_hits++;
+    e->hits_win++;
     span_set_kind(s, SPAN_TAKEN);
     return s;
 }
@@ -572,12 +624,13 @@ static struct span *pcp_alloc(size_t npages) {
 }
 
 static void pcp_free(struct span *s) {
+    int pressure = pressure_state(); /* it may read the clock: not under the lock */
     struct pageset *ps = take_pageset();
     if (!ps) {
         zone_free_span(s);
         return;
     }
-    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps));
+    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps), pressure);
     debug_check(ps);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
@@ -607,6 +660,7 @@ static struct span *chunk_alloc(void) {
 }
 
 static void chunk_free(struct span *s) {
+    int pressure = pressure_state();
     struct pageset *ps = this_pageset();
     if (ps && lock_try(&ps->lock)) {
         if (ps->nr_chunks < opt.pcp_chunks) {
@@ -615,7 +669,7 @@ static void chunk_free(struct span *s) {
             ps->chunks = s;
             ps->nr_chunks++;
             ps->count += CHUNK_PAGES;
-            after_free(ps, CHUNK_ORDER, CHUNK_PAGES);
+            after_free(ps, CHUNK_ORDER, CHUNK_PAGES, pressure);
             debug_check(ps);
             lock_release(&ps->lock);
             if (pressure_peek() & PRESSURE_RECLAIM) reclaim_due();
@@ -687,8 +741,9 @@ void pageset_free_on(int i, struct span *s, unsigned o) {
     struct pageset *ps = &pagesets[i];
     (void)o;
     s->flags &= SPAN_ZEROED;
+    int pressure = pressure_state();
     lock_acquire(&ps->lock);
-    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps));
+    bool done = free_span_on(ps, s, pcp_order_fits(s->npages, s->page_idx) ? NULL : exact_of(ps), pressure);
     lock_release(&ps->lock);
     if (!done) zone_free_span(s);
 }
@@ -825,6 +880,12 @@ static size_t check_one(struct pageset *ps) {
         }
         bad += e->tail[n] != prev;
         bad += !!(e->nonempty[n / 64] & (1ull << (n % 64))) != (e->head[n] != NULL);
+    }
+    if (e) {
+        long listed = 0;
+        for (uint32_t n = 1; n < CHUNK_PAGES; n++)
+            for (struct span *s = e->head[n]; s; s = s->next) listed += n;
+        bad += listed != e->pages || e->pages > e->high;
     }
     bad += pages + chunks * (long)CHUNK_PAGES != ps->count;
     return bad;

@@ -240,16 +240,17 @@ int main(void) {
 
     /* 6e. spans of other sizes (odd page counts, 128 pages) are kept whole
      * on the exact lists: a free keeps one, the next request of its size
-     * takes it back (and only of its size), a miss grows high, a drain
-     * gives them back to the zone whole */
+     * takes it back (and only of its size), a drain gives them back to the
+     * zone whole, and a miss grows high only for a size that was drained */
     if (os_cpu() == 0) {
         for (int t = 0; t < 40 && st().high > st().high_min; t++) pageset_decay_on(0);
+        pageset_drain_all();
         struct pageset_stats x0 = st();
         struct span *odd[6], *again[6];
         for (int i = 0; i < 6; i++) EXPECT(odd[i] = page_alloc(9, 1), "9 pages");
         struct pageset_stats x1 = st();
-        EXPECT(x1.exact_misses == x0.exact_misses + 6 && x1.high > x0.high,
-               "6 misses of 9 pages: misses %llu -> %llu, high %ld -> %ld",
+        EXPECT(x1.exact_misses == x0.exact_misses + 6 && x1.high == x0.high,
+               "6 misses of a size never held: misses %llu -> %llu, high %ld -> %ld (must not grow)",
                (unsigned long long)x0.exact_misses, (unsigned long long)x1.exact_misses, x0.high, x1.high);
         for (int i = 0; i < 6; i++) {
             EXPECT(odd[i]->npages == 9, "a 9-page span has %u pages", odd[i]->npages);
@@ -267,6 +268,9 @@ int main(void) {
         EXPECT(again[0] == odd[5] && again[5] == odd[0], "the last freed span is not taken first");
         struct span *b = page_alloc(128, 1);
         EXPECT(b && b->npages == 128, "128 pages");
+        page_free(b); /* above the lists' first bound (high_min): drained */
+        EXPECT(b = page_alloc(128, 1), "128 pages"); /* a miss for a drained size grows the bound */
+        x3 = st();
         char *start = b->start;
         page_free(b);
         b = page_alloc(128, 1);
@@ -280,6 +284,12 @@ int main(void) {
         EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants before the drain");
         pageset_drain_all();
         EXPECT(st().count == 0 && pageset_check() == 0 && zone_check() == 0, "drain left count %ld", st().count);
+        /* a miss for a size the pageset drained grows high */
+        long h9 = st().high;
+        struct span *nine = page_alloc(9, 1);
+        EXPECT(nine && st().high >= h9 + 9, "a miss after 9-page spans were drained: high %ld -> %ld", h9, st().high);
+        page_free(nine);
+        pageset_drain_all();
     } else {
         puts("SKIP exact lists: cannot run on pageset 0's CPU");
     }
