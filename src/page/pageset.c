@@ -510,8 +510,8 @@ static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists 
     }
     if (!e) return false;
     exact_push(ps, e, s);
-    exact_trim(ps, e);
-    after_free(ps, s->order, n, pressure);
+    exact_trim(ps, e); /* may give s itself to the zone: s is not read after it */
+    after_free(ps, exact_order(n), n, pressure);
     return true;
 }
 
