@@ -544,6 +544,10 @@ long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **s
 
 static void span_release_locked(struct span *s, uint64_t now) {
     zone.st.pages_to_zone += s->npages;
+    /* the last odd span carved comes back: the next one starts where it did,
+     * so a program's short-lived buffers reuse the same pages (as glibc's
+     * top chunk does) instead of walking through untouched ones */
+    if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
     range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, now, s);
 }
 
