@@ -277,7 +277,7 @@ static inline void lock_reset(lock_t *l) {
       "locks[].held_ns); acquisitions and waits are always counted")                         \
     X(thp, "FOLIO_THP", 0,                                                                     \
       "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense, once the "  \
-      "heap holds 8 MiB, and regions of blocks above 2 MiB), never (1), always (2: every "   \
+      "heap holds 32 MiB, and regions of blocks above 2 MiB), never (1), always (2: every "   \
       "chunk); within what the system allows")                                                 \
     X(populate, "FOLIO_POPULATE", 1,                                                           \
       "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \

@@ -176,8 +176,7 @@ enum chunk_huge {
     CHUNK_HUGE_SPLIT,     /* purged in part: MADV_NOHUGEPAGE until it is whole and untouched again */
     CHUNK_HUGE_REFUSED,   /* the kernel refused a collapse: not tried again */
 };
-#define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which chunks are collapsed and memory populated */
-#define THP_ADVISE_PAGES (4 * CHUNK_PAGES) /* auto: the heap (8 MiB) from which new untouched chunks are advised */
+#define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which new chunks will be dense */
 const struct os_thp *thp_system(void); /* the system's settings, read on first use */
 void thp_after_fork_child(void);
 /* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */

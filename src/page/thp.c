@@ -5,12 +5,11 @@
  * fault instead of 512, but all of it is resident from the first touch.
  * So only a chunk that will be dense is advised (MADV_HUGEPAGE):
  *  - FOLIO_THP=auto: a chunk the zone starts to use untouched, once the
- *    heap holds THP_ADVISE_PAGES (the zone places blocks in the fullest
+ *    heap holds THP_HEAP_PAGES (the zone places blocks in the fullest
  *    chunk first, so a chunk is opened only when the others are full, and
- *    a heap that large likely keeps filling it; below that, the chunks
- *    partly used cost too large a share of the heap, and a small program
- *    never gets there: docs/notes/startup.md has the trade-off, faults
- *    against peak RSS at 8, 10, 12 and 32 MiB); a chunk that filled up before,
+ *    a heap that large keeps filling it; below that, the chunks partly
+ *    used cost too large a share of the heap: docs/notes/startup.md has
+ *    the trade-off); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free;
  *  - always: every chunk the zone starts to use; never: none (and, where
@@ -65,7 +64,7 @@ static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state ==
 
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
     if (opt.thp == FOLIO_THP_NEVER || huge(*state)) return;
-    if (opt.thp == FOLIO_THP_AUTO && (!untouched || heap_pages < THP_ADVISE_PAGES)) return;
+    if (opt.thp == FOLIO_THP_AUTO && (!untouched || heap_pages < THP_HEAP_PAGES)) return;
     const struct os_thp *t = thp_system();
     if (!system_allows(t)) return;
     /* under enabled=always the kernel backs the chunk anyway; a SPLIT chunk

@@ -1,8 +1,8 @@
 /* Unit test: the huge-page policy (thp.c) and the zone's use of it.
  *  - which chunks are advised: none under FOLIO_THP=never (no MADV_HUGEPAGE
  *    call, counted by os.c, while the heap grows past 32 MiB); under auto
- *    not a chunk of a heap under 8 MiB nor one already touched, and the
- *    next untouched chunk once the heap holds 8 MiB;
+ *    not a chunk of a small heap nor one already touched, and the next
+ *    untouched chunk once the heap holds 32 MiB;
  *  - a huge chunk is purged only whole: a dirty free block in it is left
  *    resident while more than half of the chunk is in use (counted), and
  *    purged once half is free, after MADV_NOHUGEPAGE; trim and memory
@@ -66,8 +66,8 @@ int main(void) {
     struct os_advice_calls a0, a1;
     os_advice_calls(&a0);
     uint8_t state = CHUNK_HUGE_NONE;
-    thp_chunk_used(NULL, &state, true, THP_ADVISE_PAGES - 1);
-    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 8 MiB was advised");
+    thp_chunk_used(NULL, &state, true, THP_HEAP_PAGES - 1);
+    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 32 MiB was advised");
     thp_chunk_used(NULL, &state, false, THP_HEAP_PAGES);
     EXPECT(state == CHUNK_HUGE_NONE, "a touched chunk was advised");
     os_advice_calls(&a1);
@@ -92,7 +92,7 @@ int main(void) {
     for (int i = 0; i < GROW; i++)
         EXPECT(zone_chunk_huge(grown[i]) == CHUNK_HUGE_NONE, "chunk %d marked huge under never", i);
 
-    /* ---- auto: the next untouched chunk of a heap of 8 MiB (here 32) is advised ---- */
+    /* ---- auto: the next untouched chunk of a 32 MiB heap is advised ---- */
     opt.thp = FOLIO_THP_AUTO;
     if (!allowed) {
         printf("SKIP auto advice and whole purges: the system allows no transparent huge pages "
