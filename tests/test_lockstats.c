@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +73,18 @@ static void *work(void *arg)
 }
 
 /* a huge malloc and free on the CPU given */
-static void *on_cpu(void *arg)
+/* pin the calling thread to one CPU: false if it may not run there */
+static bool pin_to(int cpu)
 {
     cpu_set_t one;
     CPU_ZERO(&one);
-    CPU_SET((int)(intptr_t)arg, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0)
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+static void *on_cpu(void *arg)
+{
+    if (!pin_to((int)(intptr_t)arg))
         return NULL;
     free(OPAQUE(malloc(OPAQUE((size_t)8 << 20))));
     return arg;
@@ -86,10 +93,7 @@ static void *on_cpu(void *arg)
 /* a loop of one huge size on the CPU given: its shard's slot serves it */
 static void *slot_loop(void *arg)
 {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET((int)(intptr_t)arg, &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0)
+    if (!pin_to((int)(intptr_t)arg))
         return NULL;
     for (int i = 0; i < 1000; i++) {
         char *p = malloc(OPAQUE((size_t)8 << 20));

@@ -515,13 +515,6 @@ static long descs_give(struct span **stash, long n) {
     return got;
 }
 
-long zone_take_descs(struct span **stash, long n) {
-    zone_lock();
-    long got = descs_give(stash, n);
-    zone_unlock();
-    return got;
-}
-
 /* Take up to n blocks of `order` in one lock hold, linked through ->next;
  * also move `ndescs` spare descriptors to *stash in the same hold. */
 long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
