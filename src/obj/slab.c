@@ -12,8 +12,6 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
 struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}}}; /* no thread's */
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
-uint8_t bin_word_small[65]; /* all 0 before slab_init: bin 0 of heap_none, empty */
-uint16_t bin_word_large[(SMALL_MAX >> 7) + 1]; /* the same */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
 static FORK_STATE lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
@@ -640,10 +638,6 @@ uint64_t slab_secret;
 
 void slab_init(void) {
     slab_secret = os_random_seed();
-    for (unsigned i = 0; i <= 64; i++)
-        bin_word_small[i] = (uint8_t)(class_of_small[i] * (sizeof(struct bin) / sizeof(uint64_t)));
-    for (unsigned i = 0; i <= SMALL_MAX >> 7; i++) /* 128 * i, the largest size of its entry */
-        bin_word_large[i] = (uint16_t)(size_class(i > 8 ? i << 7 : 1025) * (sizeof(struct bin) / sizeof(uint64_t)));
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);
 }
