@@ -160,7 +160,6 @@ struct heap {
     _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
 };
 
-
 /* The calling thread's heap; &heap_none (never NULL) until it has one:
  * every bin of heap_none is empty, so malloc's fast path needs no test, and
  * no slab is heap_none's, so a slab whose owner is tl_heap is the calling

@@ -61,14 +61,19 @@ _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupte
  * The remote list's head word carries its length (slab_remote_count), so no
  * object of it is read here: when s->free is empty (the allocation path's
  * case) the list becomes s->free whole, each link checked when a pop
- * follows it (slab_link_next); when the list holds every object s->used
+ * follows it (slab_link_next); when the list holds every object slab_used
  * counts, s is empty and starts over (every object back in the bump area);
  * otherwise the list stays where it is until one of those holds (s has
  * free objects meanwhile, and a slab with objects in use is not empty
  * whatever the list's length), so no path walks a list of cold objects. */
-static uint32_t collect(struct span *s) {
+static uint32_t collect_list(struct span *s, uintptr_t tf);
+/* inline: most calls find no list (one load) */
+static inline uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    return collect_list(s, tf);
+}
+static uint32_t collect_list(struct span *s, uintptr_t tf) {
     uint32_t used = slab_used(s);
     if (s->free && slab_remote_count(tf) < used) return 0; /* deferred */
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
@@ -401,7 +406,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             return NULL;
         }
     }
-    unsigned c = size_class(n);
+    unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
     for (;;) {
         struct span *s = b->cur;
