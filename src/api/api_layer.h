@@ -43,11 +43,7 @@ static inline void api_tick(void) {
 
 /* malloc.c's tiers, shared with the C++ operators and folio's own calls */
 void *api_small_alloc_slow(size_t n);
-static inline void *api_small_alloc(size_t n) {
-    void *p = small_alloc_fast(n);
-    if (likely(p != NULL)) return p;
-    return api_small_alloc_slow(n);
-}
+static inline void *api_small_alloc(size_t n) { return small_alloc_fast(n, api_small_alloc_slow); }
 void *api_big_alloc(size_t n, size_t align, bool zero); /* above SMALL_MAX, or aligned */
 void *api_aligned(size_t align, size_t n);             /* align: a power of two */
 

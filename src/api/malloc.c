@@ -133,7 +133,6 @@ static enum fault small_check(const struct span *s, const void *p) {
 /* ---- the standard API ---- */
 
 EXPORT void *API(malloc)(size_t n) {
-    if (likely(n <= 1024)) return api_small_alloc(n); /* inlined apart: a table for the class */
     if (likely(n <= SMALL_MAX)) return api_small_alloc(n);
     return api_big_alloc(n, MIN_ALIGN, false);
 }

@@ -30,7 +30,8 @@ struct chunk;
 struct span {
     /* first line: everything free() and malloc()'s fast paths read */
     void *free;         /* slab: free objects (owner only) */
-    uint32_t used;      /* slab: objects out of the owner's free list and bump area */
+    int32_t room;       /* slab: used - slow_used - 1 (obj.h: slab_used), so that a local free
+                         * takes the slow path when its decrement goes negative */
     int32_t slow_used;  /* slab: a local free that brings used down to this takes the slow path */
     uint32_t obj_size;
     uint32_t npages;

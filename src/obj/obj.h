@@ -4,7 +4,7 @@
  * Invariants:
  *  - a slab (span of kind SPAN_SLAB) belongs to one heap (its owner) or to
  *    the abandoned lists (owner == &heap_abandoned); only the owner touches
- *    s->free, s->used, s->bump and the bin lists, with no atomic instruction;
+ *    s->free, s->room, s->bump and the bin lists, with no atomic instruction;
  *  - an empty slab a thread left at exit waits on the spare lists (kind
  *    SPAN_TAKEN, its pages still mapped to it) for a new thread's slab_new,
  *    or for the purger to give it back;
@@ -14,9 +14,10 @@
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
  *    list with no remote frees waiting: the first remote free onto a full slab
  *    sees the tag and tells the owner (one bit in heap->full_freed);
- *  - s->used counts objects neither on s->free nor in the bump area (so
- *    objects waiting on thread_free are 'used'); a slab with used == 0 that
- *    is not its bin's current slab is retired;
+ *  - a slab's used (slab_used: s->room + s->slow_used + 1) counts objects
+ *    neither on s->free nor in the bump area (so objects waiting on
+ *    thread_free are 'used'); a slab with used == 0 that is not its bin's
+ *    current slab is retired;
  *  - a full slab returns to the partial list only once 1/8 of it is free
  *    again (slow_used = capacity - capacity/8), so a bin does not walk from
  *    slab to slab one free object at a time; a bin's current slab has
@@ -35,7 +36,10 @@
 #include "page.h"
 
 /* ---------------------------------------------------------------- size classes */
-extern uint8_t class_of_small[65]; /* (n + 15) >> 4 -> class, n <= 1024 */
+/* (n + 15) >> 4 -> class, n <= SMALL_MAX: malloc's fast path finds its bin
+ * with one load and no branch on the size (2 KiB; a program touches the
+ * lines of the sizes it uses) */
+extern INTERNAL uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
 struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
@@ -52,6 +56,17 @@ static inline unsigned size_class(size_t n) {
 }
 
 /* ---------------------------------------------------------------- slab (objects) */
+/* A slab's used count, kept as room = used - slow_used - 1: a local free
+ * then decrements one word and takes the slow path on its sign (one
+ * instruction and a branch), and malloc increments it. */
+static inline uint32_t slab_used(const struct span *s) { return (uint32_t)(s->room + s->slow_used + 1); }
+static inline void slab_set_used(struct span *s, uint32_t used) { s->room = (int32_t)used - s->slow_used - 1; }
+/* a new threshold, used unchanged */
+static inline void slab_set_slow_used(struct span *s, int32_t slow_used) {
+    uint32_t used = slab_used(s);
+    s->slow_used = slow_used;
+    slab_set_used(s, used);
+}
 struct heap_counts {
     uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
     uint64_t small_live_bytes; /* sum over classes of (allocs - frees) x class size */
@@ -145,15 +160,13 @@ struct heap {
     _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
 };
 
-_Static_assert(sizeof(struct bin) == 32, "bin_word_small counts a bin as 4 words");
-
 /* The calling thread's heap; &heap_none (never NULL) until it has one:
  * every bin of heap_none is empty, so malloc's fast path needs no test, and
  * no slab is heap_none's, so a slab whose owner is tl_heap is the calling
  * thread's (a span that is no slab has no owner). */
 extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
 extern struct heap heap_none;
-extern uint64_t slab_secret; /* keys the free-list links and free tags (slab_init) */
+extern INTERNAL uint64_t slab_secret; /* keys the free-list links and free tags (slab_init) */
 
 /* A heap's counters are written by its thread alone and read by others (the
  * report, folio top) with relaxed loads, without a lock.  Under
@@ -208,8 +221,6 @@ static inline void heap_count_large(uint64_t allocs, uint64_t bytes, uint64_t fr
     }
 }
 extern struct heap heap_abandoned;
-/* bin of size n <= 1024, by (n + 15) >> 4, as an offset in 8-byte words */
-extern uint8_t bin_word_small[65];
 /* the calling thread's heap, or NULL */
 static inline struct heap *heap_current(void) {
     struct heap *h = tl_heap;
@@ -243,24 +254,24 @@ static inline void *slab_link_next(const void *obj) {
     return (void *)(d ^ (uintptr_t)obj);
 }
 
-/* NULL: the fast path cannot serve n (the caller takes small_alloc_slow) */
-static inline void *small_alloc_fast(size_t n) {
+/* An object of n's class from the current slab, or miss(n) when its list
+ * is empty: both calls (miss, and a bad link's fault) are in tail position,
+ * so malloc keeps nothing across them and needs no stack frame. */
+static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     struct heap *h = tl_heap;
-    struct bin *b = likely(n <= 1024) ? (struct bin *)((uint64_t *)h->bins + bin_word_small[(n + 15) >> 4])
-                                      : &h->bins[size_class(n)];
+    struct bin *b = &h->bins[class_of_small[(n + 15) >> 4]];
+    __asm__("" : "+r"(b)); /* one register for the bin: gcc would compute its address twice */
     struct span *s = b->cur;
     void **p = s->free;
-    if (likely(p != NULL)) {
-        uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
-        if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)p) return slab_link_fault(p);
-        s->free = (void *)(d ^ (uintptr_t)p);
-        __builtin_prefetch(s->free, 1); /* the next pop reads its link: start the miss now */
-        p[1] = NULL;
-        s->used++;
-        HEAP_COUNT(b->allocs, 1);
-        return p;
-    }
-    return NULL;
+    if (unlikely(p == NULL)) return miss(n);
+    uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
+    if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)p) return slab_link_fault(p);
+    s->free = (void *)(d ^ (uintptr_t)p);
+    __builtin_prefetch(s->free, 1); /* the next pop reads its link: start the miss now */
+    p[1] = NULL;
+    s->room++; /* used + 1 */
+    HEAP_COUNT(b->allocs, 1);
+    return p;
 }
 
 /* off, an offset below 2^32, is a whole number of s's objects: with
@@ -301,7 +312,8 @@ static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
     w[1] = tag;
     s->free = p;
     HEAP_COUNT(h->frees[s->cls], 1);
-    return unlikely((int32_t)--s->used <= s->slow_used);
+    s->room--; /* used - 1 */
+    return unlikely(s->room < 0);
 }
 
 #endif

@@ -5,11 +5,11 @@
  * smallest power-of-two run of pages (at least 8) that holds 8 objects and
  * leaves at most 1/8 of itself unused at the end.
  * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
- * multiple of 16; class_of_small agrees with size_class for n <= 1024. */
+ * multiple of 16; class_of_small agrees with size_class for n <= SMALL_MAX. */
 #include "obj.h"
 
 struct class_info classes[NCLASSES];
-uint8_t class_of_small[65];
+uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
 
 static uint32_t class_size(unsigned c) {
     if (c < 8) return (c + 1) * 16;
@@ -33,5 +33,5 @@ void classes_init(void) {
         classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
         if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);
     }
-    for (unsigned i = 0; i <= 64; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
+    for (unsigned i = 0; i <= SMALL_MAX >> 4; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
 }

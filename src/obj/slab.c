@@ -12,7 +12,6 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
 struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}}}; /* no thread's */
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
-uint8_t bin_word_small[65]; /* all 0 before slab_init: bin 0 of heap_none, empty */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
 static FORK_STATE lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
@@ -62,15 +61,20 @@ _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupte
  * The remote list's head word carries its length (slab_remote_count), so no
  * object of it is read here: when s->free is empty (the allocation path's
  * case) the list becomes s->free whole, each link checked when a pop
- * follows it (slab_link_next); when the list holds every object s->used
+ * follows it (slab_link_next); when the list holds every object slab_used
  * counts, s is empty and starts over (every object back in the bump area);
  * otherwise the list stays where it is until one of those holds (s has
  * free objects meanwhile, and a slab with objects in use is not empty
  * whatever the list's length), so no path walks a list of cold objects. */
-static uint32_t collect(struct span *s) {
+static uint32_t collect_list(struct span *s, uintptr_t tf);
+/* inline: most calls find no list (one load) */
+static inline uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
-    uint32_t used = s->used;
+    return collect_list(s, tf);
+}
+static uint32_t collect_list(struct span *s, uintptr_t tf) {
+    uint32_t used = slab_used(s);
     if (s->free && slab_remote_count(tf) < used) return 0; /* deferred */
     tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
@@ -83,7 +87,7 @@ static uint32_t collect(struct span *s) {
         s->free = NULL;
         s->bump = s->start;
     }
-    s->used = used - n;
+    slab_set_used(s, used - n);
     struct heap *h = heap_current();
     if (h) {
         HEAP_COUNT(h->remote_collects, 1);
@@ -210,7 +214,7 @@ static bool make_full(struct bin *b, struct span *s) {
         return false;
     s->flags |= SPAN_FULL;
     uint32_t k = s->capacity / 8;
-    s->slow_used = (int32_t)(s->capacity - (k ? k : 1));
+    slab_set_slow_used(s, (int32_t)(s->capacity - (k ? k : 1)));
     span_list_push(&b->full, s);
     return true;
 }
@@ -219,7 +223,7 @@ static bool make_full(struct bin *b, struct span *s) {
 static void unfull(struct bin *b, struct span *s) {
     span_list_remove(&b->full, s);
     s->flags &= (uint8_t)~SPAN_FULL;
-    s->slow_used = 0;
+    slab_set_slow_used(s, 0);
     uintptr_t e = SLAB_FULL_TAG;
     atomic_compare_exchange_strong_explicit(&s->thread_free, &e, 0, memory_order_acq_rel,
                                             memory_order_relaxed);
@@ -282,8 +286,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     s->obj_inv = ci->inv;
     s->capacity = ci->capacity;
     s->free = NULL;
-    s->used = 0;
     s->slow_used = 0;
+    slab_set_used(s, 0);
     s->bump = s->start;
     s->bump_end = s->start + (size_t)ci->capacity * ci->size;
     s->flags = !mapped && (s->flags & SPAN_ZEROED) ? SLAB_FRESH : 0;
@@ -308,7 +312,7 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         s->next = s->prev = NULL;
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
-        if (s->used == 0) {
+        if (slab_used(s) == 0) {
             if (h->nr_empty < h->empty_high.high) retire(h, s);
             else spare_put(s);
             continue;
@@ -326,7 +330,7 @@ static void rescue_full(struct heap *h, struct bin *b) {
         if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) != SLAB_FULL_TAG) {
             unfull(b, s);
             collect(s);
-            if (s->used == 0) retire(h, s);
+            if (slab_used(s) == 0) retire(h, s);
             else span_list_push(&b->partial, s);
         }
         s = next;
@@ -402,7 +406,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             return NULL;
         }
     }
-    unsigned c = size_class(n);
+    unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
     for (;;) {
         struct span *s = b->cur;
@@ -423,7 +427,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         if (b->partial) {
             s = b->partial;
             span_list_remove(&b->partial, s);
-            s->slow_used = -1; /* current */
+            slab_set_slow_used(s, -1); /* current */
             b->cur = s;
             continue;
         }
@@ -443,7 +447,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             errno = ENOMEM;
             return NULL;
         }
-        s->slow_used = -1; /* current */
+        slab_set_slow_used(s, -1); /* current */
         b->cur = s;
     }
     struct span *s = b->cur;
@@ -451,7 +455,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     void **p = s->free;
     s->free = slab_link_next(p);
     p[1] = NULL;
-    s->used++;
+    s->room++;
     HEAP_COUNT(b->allocs, 1);
     return p;
 }
@@ -464,7 +468,7 @@ bool small_free_slow(struct span *s, void *p) {
     struct bin *b = &h->bins[s->cls];
     if (s->flags & SPAN_FULL) {
         unfull(b, s);
-        if (s->used != 0) {
+        if (slab_used(s) != 0) {
             span_list_push(&b->partial, s);
             return false;
         }
@@ -523,7 +527,7 @@ static void heap_abandon(struct heap *h) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
         if (b->cur != &span_empty) {
-            b->cur->slow_used = 0; /* no longer current */
+            slab_set_slow_used(b->cur, 0); /* no longer current */
             span_list_push(&list, b->cur);
         }
         b->cur = &span_empty;
@@ -541,7 +545,7 @@ static void heap_abandon(struct heap *h) {
             struct span *s = list;
             list = s->next;
             collect(s);
-            if (s->used == 0) {
+            if (slab_used(s) == 0) {
                 spare_put(s);
                 continue;
             }
@@ -609,7 +613,7 @@ static void reclaim_emptied(unsigned budget) {
         while (left && (s = lf_pop(&abandoned[c], SPAN_NEXT))) {
             left--;
             collect(s);
-            if (s->used == 0) {
+            if (slab_used(s) == 0) {
                 spare_put(s);
                 continue;
             }
@@ -639,8 +643,6 @@ uint64_t slab_secret;
 
 void slab_init(void) {
     slab_secret = os_random_seed();
-    for (unsigned i = 0; i <= 64; i++)
-        bin_word_small[i] = (uint8_t)(class_of_small[i] * (sizeof(struct bin) / sizeof(uint64_t)));
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);
 }
@@ -704,9 +706,9 @@ void heap_trim_current(void) {
         struct span *s = b->cur;
         if (s == &span_empty) continue;
         collect(s);
-        if (s->used != 0) continue;
+        if (slab_used(s) != 0) continue;
         b->cur = &span_empty;
-        s->slow_used = 0;
+        slab_set_slow_used(s, 0);
         retire(NULL, s);
     }
     empty_cache_drain(h, 0);
@@ -762,10 +764,11 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
         return bad + 1;
     uint32_t bump_objs = (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size), nfree, nremote;
     bad += check_list(s, s->free, s->capacity, false, &nfree);
-    bad += s->used > s->capacity || (uint64_t)s->used + nfree + bump_objs != s->capacity;
+    uint32_t used = slab_used(s);
+    bad += used > s->capacity || (uint64_t)used + nfree + bump_objs != s->capacity;
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
     if (tf != SLAB_FULL_TAG) {
-        bad += check_list(s, slab_remote_head(tf), s->used, true, &nremote);
+        bad += check_list(s, slab_remote_head(tf), used, true, &nremote);
         bad += nremote != slab_remote_count(tf); /* the head's count is the list's length */
     } else {
         bad += !on_full;
