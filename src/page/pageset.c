@@ -591,7 +591,7 @@ static void reclaim_due(void) {
 
 /* The calling CPU's pageset, locked, or when another thread holds it (its
  * holder was preempted, or this thread migrated) the next CPU's if that is
- * free; when both are held, this CPU's after waiting: under
+ * free; otherwise this CPU's after waiting: under
  * oversubscription, falling back to the zone would make the zone's lock
  * the one every thread queues on.  NULL: no pageset for this CPU (the
  * caller uses the zone). */
@@ -601,13 +601,14 @@ static struct pageset *take_pageset(void) {
     struct pageset *ps = &pagesets[cpu];
     if (lock_try(&ps->lock)) return ps;
     atomic_fetch_add_explicit(&ps->trylock_failed, 1, memory_order_relaxed);
-    if (nr_pagesets < 2) return NULL;
-    struct pageset *next = &pagesets[cpu + 1 < nr_pagesets ? cpu + 1 : 0];
-    if (lock_try(&next->lock)) return next;
-    atomic_fetch_add_explicit(&next->trylock_failed, 1, memory_order_relaxed);
-    /* both held: wait for this CPU's own, whose holders are only the
-     * threads of this CPU, rather than queue on the zone's, which every
-     * thread of the process would then share */
+    if (nr_pagesets > 1) {
+        struct pageset *next = &pagesets[cpu + 1 < nr_pagesets ? cpu + 1 : 0];
+        if (lock_try(&next->lock)) return next;
+        atomic_fetch_add_explicit(&next->trylock_failed, 1, memory_order_relaxed);
+    }
+    /* wait for this CPU's own, whose holders are only the threads of this
+     * CPU, rather than queue on the zone's, which every thread of the
+     * process would then share */
     lock_acquire(&ps->lock);
     return ps;
 }
