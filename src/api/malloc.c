@@ -137,10 +137,11 @@ EXPORT void *API(malloc)(size_t n) {
     return api_big_alloc(n, MIN_ALIGN, false);
 }
 
-/* A local free changed its slab's state: the object layer moves it, and
- * the tick runs when it retired the slab. */
-__attribute__((noinline)) static void api_small_free_slow(struct span *s, void *p) {
-    if (small_free_slow(s, p)) api_tick();
+/* A free's push found its bin's list past its bound (pushed), or could not
+ * link p to it (another arena): the object layer flushes the list, and the
+ * tick runs when that retired a slab. */
+__attribute__((noinline)) static void api_small_free_slow(struct span *s, void *p, bool pushed) {
+    if (small_free_slow(s, p, pushed)) api_tick();
 }
 
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
@@ -177,7 +178,8 @@ EXPORT void API(free)(void *p) {
     struct span *s = span_lookup((uintptr_t)p); /* NULL for p == NULL: no arena at 0 */
     struct heap *h = tl_heap;
     if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
-        if (unlikely(small_free_local(h, s, p))) api_small_free_slow(s, p); /* a jump */
+        int r = small_free_local(h, s, p);
+        if (unlikely(r)) api_small_free_slow(s, p, r == 1); /* a jump */
         return;
     }
     free_other(p, s);

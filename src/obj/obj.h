@@ -14,10 +14,18 @@
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
  *    list with no remote frees waiting: the first remote free onto a full slab
  *    sees the tag and tells the owner (one bit in heap->full_freed);
+ *  - a heap's bin list (b->list) holds only its own slabs' objects: every
+ *    local free pushes onto it, LIFO across slabs, and malloc pops from
+ *    there first and touches no slab; the list is refilled with a slab's
+ *    whole free list at once, and past its bound (opt.heap_list_kib per
+ *    class) half of it goes back to the slabs; another thread's object
+ *    goes back to its slab at once (objects of one slab are handed out by
+ *    one thread only, so two threads never write one cache line's objects);
  *  - a slab's used (slab_used: s->room + s->slow_used + 1) counts objects
  *    neither on s->free nor in the bump area (so objects waiting on
- *    thread_free are 'used'); a slab with used == 0 that is not its bin's
- *    current slab is retired;
+ *    thread_free or on any heap's bin list are 'used': a slab is never
+ *    retired under a cached object); a slab with used == 0 that is not its
+ *    bin's current slab is retired;
  *  - a full slab returns to the partial list only once 1/8 of it is free
  *    again (slow_used = capacity - capacity/8), so a bin does not walk from
  *    slab to slab one free object at a time; a bin's current slab has
@@ -27,9 +35,10 @@
  *    malloc clears it, so free of an object whose word already holds it is a
  *    double free;
  *  - a free object's first word is its free-list link, stored encoded as
- *    next ^ tag (safe-linking) on every list (s->free, s->thread_free, the
- *    objects extend() carves): only slab_link_encode writes one and only
- *    slab_link_next reads one. */
+ *    next ^ tag (safe-linking) on every list (b->list, s->free,
+ *    s->thread_free, the objects extend() carves): only slab_link_encode
+ *    writes one and only slab_link_next reads one; a link never leaves its
+ *    object's arena (a bin list changes arenas only through a flush). */
 #ifndef FOLIO_OBJ_H
 #define FOLIO_OBJ_H
 
@@ -45,6 +54,7 @@ struct class_info {
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
+    uint32_t list_max;  /* a bin list's bound: FOLIO_HEAP_LIST_KIB of objects, at least a slab's worth */
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);
@@ -77,6 +87,9 @@ struct heap_counts {
     uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
     uint64_t slab_cache_high_peak; /* the highest high any thread's cache reached */
     uint64_t big_cache_hits;   /* large blocks served from a thread's own cache */
+    uint64_t list_refills;     /* bin lists refilled from a slab (a whole free list at once) */
+    uint64_t list_flushes, list_flushed; /* bin lists past their bound, and objects they gave back */
+    uint64_t remote_batches;   /* atomic pushes of other threads' objects (a run of one slab each) */
 };
 /* The slow paths.  They run no maintenance; they tell the caller when to
  * run the tick: before a new slab is taken from the page heap (alloc:
@@ -84,7 +97,7 @@ struct heap_counts {
  * called again with it, it takes one), and after a slab was retired (free:
  * true). */
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
-bool small_free_slow(struct span *s, void *p);
+bool small_free_slow(struct span *s, void *p, bool pushed);
 void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
 void heap_counts(struct heap_counts *hc);
 void heap_visit_locks(lock_visit_fn *fn, void *ctx); /* for the report */
@@ -124,7 +137,10 @@ struct cache_high {
     bool missed;      /* a raise since the last decay */
 };
 struct bin {
-    struct span *cur;     /* slab being allocated from (never NULL: &span_empty) */
+    void *list;           /* freed objects, any slab's, any owner's: malloc pops here first */
+    int32_t list_room;    /* objects the list may take before half of it is flushed, less 1 */
+    uint32_t list_max;    /* its bound: list_room + list length + 1 */
+    struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     struct span *full;    /* slabs with none */
     uint64_t allocs;
@@ -154,6 +170,7 @@ struct heap {
     long big_pages;
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
     uint64_t big_cache_hits;
+    uint64_t list_refills, list_flushes, list_flushed, remote_batches;
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */
@@ -235,12 +252,17 @@ void *slab_link_fault(const void *obj); /* slab_bad_link, called with a jump (no
 
 /* ---- free-list links ----
  * A value written into a freed object's link decodes into the object's own
- * 2 MiB chunk only if its top 43 bits are those of the object's tag, which
- * needs the process's secret: the pop refuses any link out of the chunk, so
- * malloc never hands out a forged pointer (a value written without the
- * secret passes one time in 2^43).  The check is one compare: next ^ obj is
- * the decoded word before its last xor.  collect() checks each link of a
- * remote list the same way before following it. */
+ * 256 MiB arena only if its top 36 bits are those of the object's tag,
+ * which needs the process's secret: the pop refuses any link out of the
+ * arena, so malloc never hands out a forged pointer (a value written
+ * without the secret passes one time in 2^36).  The check is one compare:
+ * next ^ obj is the decoded word before its last xor.  collect() checks
+ * each link of a remote list the same way before following it. */
+#define SLAB_LINK_SPAN ARENA_ALIGN
+/* p may be pushed on a list whose head is head (NULL: empty) */
+static inline bool slab_link_ok(const void *p, const void *head) {
+    return ((uintptr_t)p ^ (uintptr_t)head) < SLAB_LINK_SPAN || head == NULL;
+}
 /* an object's tag: its second word while it is free, and its link's key */
 static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ slab_secret; }
 /* the first word of a free object whose tag is tag and whose successor is next */
@@ -250,26 +272,26 @@ static inline uintptr_t slab_link_encode(uintptr_t tag, const void *next) {
 /* obj's successor (NULL: none); a link out of obj's chunk ends the process */
 static inline void *slab_link_next(const void *obj) {
     uintptr_t d = *(const uintptr_t *)obj ^ slab_secret; /* next ^ obj */
-    if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)obj) slab_bad_link(obj);
+    if (unlikely(d >= SLAB_LINK_SPAN) && d != (uintptr_t)obj) slab_bad_link(obj);
     return (void *)(d ^ (uintptr_t)obj);
 }
 
-/* An object of n's class from the current slab, or miss(n) when its list
- * is empty: both calls (miss, and a bad link's fault) are in tail position,
- * so malloc keeps nothing across them and needs no stack frame. */
+/* An object of n's class from its bin's list, or miss(n) when the list is
+ * empty: both calls (miss, and a bad link's fault) are in tail position,
+ * so malloc keeps nothing across them and needs no stack frame.  No slab
+ * is read: the object was counted used when it joined the list. */
 static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[class_of_small[(n + 15) >> 4]];
     __asm__("" : "+r"(b)); /* one register for the bin: gcc would compute its address twice */
-    struct span *s = b->cur;
-    void **p = s->free;
+    void **p = b->list;
     if (unlikely(p == NULL)) return miss(n);
     uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
-    if (unlikely(d >= CHUNK_SIZE) && d != (uintptr_t)p) return slab_link_fault(p);
-    s->free = (void *)(d ^ (uintptr_t)p);
-    __builtin_prefetch(s->free, 1); /* the next pop reads its link: start the miss now */
+    if (unlikely(d >= SLAB_LINK_SPAN) && d != (uintptr_t)p) return slab_link_fault(p);
+    b->list = (void *)(d ^ (uintptr_t)p);
+    __builtin_prefetch(b->list, 1); /* the next pop reads its link: start the miss now */
     p[1] = NULL;
-    s->room++; /* used + 1 */
+    b->list_room++;
     HEAP_COUNT(b->allocs, 1);
     return p;
 }
@@ -293,27 +315,37 @@ static inline bool small_is_freed(const void *p) {
     return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ slab_secret);
 }
 
+/* Push the free object p (its tag already checked) on bin b's list.  0:
+ * done; 1: pushed, and the list is past its bound; 2: not pushed (p lies
+ * in another arena than the list's head): the caller calls
+ * small_free_slow(s, p, ret == 1), whose true asks for the tick. */
+static inline int small_list_push(struct bin *b, uintptr_t *w, uintptr_t tag) {
+    void *head = b->list;
+    if (unlikely(!slab_link_ok(w, head))) return 2;
+    w[0] = slab_link_encode(tag, head);
+    w[1] = tag;
+    b->list = w;
+    b->list_room--;
+    return unlikely(b->list_room < 0);
+}
+
 /* p lies in a page of slab s, and h, the calling thread's heap, owns s
  * (so p - start is below the slab's size).  Checks that p is an object
  * start below the bump pointer (the owner hands out nothing else) and not
- * already free, then pushes it on s->free.  The faults leave through a call
- * that is not noreturn, so free() needs no stack frame.  True: the slab
- * must change lists (it emptied, or a full slab has room again); the
- * caller then calls small_free_slow, whose true asks for the tick. */
-static inline bool small_free_local(struct heap *h, struct span *s, void *p) {
+ * already free, then pushes it on its bin's list (small_list_push's
+ * result): a local free touches no slab.  The faults leave through a call
+ * that is not noreturn, so free() needs no stack frame. */
+static inline int small_free_local(struct heap *h, struct span *s, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
     if (unlikely(!small_offset_ok(s, (uintptr_t)((char *)p - s->start)) || (char *)p >= s->bump ||
                  w[1] == tag)) {
         slab_free_fault(s, p);
-        return false;
+        return 0;
     }
-    w[0] = slab_link_encode(tag, s->free);
-    w[1] = tag;
-    s->free = p;
-    HEAP_COUNT(h->frees[s->cls], 1);
-    s->room--; /* used - 1 */
-    return unlikely(s->room < 0);
+    unsigned c = s->cls;
+    HEAP_COUNT(h->frees[c], 1);
+    return small_list_push(&h->bins[c], w, tag);
 }
 
 #endif

@@ -31,6 +31,9 @@ void classes_init(void) {
         classes[c].pages = pages;
         classes[c].capacity = (uint32_t)(((size_t)pages << PAGE_SHIFT) / size);
         classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
+        /* a refill moves a whole slab's free list onto an empty bin list */
+        uint64_t list = ((uint64_t)opt.heap_list_kib << 10) / size;
+        classes[c].list_max = (uint32_t)(list > 65535 ? 65535 : list < classes[c].capacity ? classes[c].capacity : list);
         if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);
     }
     for (unsigned i = 0; i <= SMALL_MAX >> 4; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);

@@ -128,17 +128,23 @@ static void empty_cache_drain(struct heap *h, long keep) {
     }
 }
 
-/* The caches' decay (empty slabs, large blocks), run by the maintenance
- * tick of the calling thread (only the owner touches its caches): once per
- * purge delay, a cache that had no miss halves its high, and what is above
- * it goes to the page heap, so a burst's memory is given back once bursts
- * stop. */
+static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
+/* The caches' decay (empty slabs, large blocks, bin lists), run by the
+ * maintenance tick of the calling thread (only the owner touches its
+ * caches): once per purge delay, a cache that had no miss halves its high,
+ * and what is above it goes to the page heap, so a burst's memory is given
+ * back once bursts stop; each bin list gives half of itself back to the
+ * slabs, so that slabs whose objects wait there can empty. */
 void heap_decay_current(uint64_t now) {
     struct heap *h = heap_current();
     if (!h || now < h->empty_decay_at) return;
     bool first = h->empty_decay_at == 0;
     h->empty_decay_at = now + (opt.purge_delay_ms ? (uint64_t)opt.purge_delay_ms : 1000);
     if (first) return;
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        struct bin *b = &h->bins[c];
+        list_flush(h, b, (b->list_max - (uint32_t)b->list_room) / 2);
+    }
     empty_cache_drain(h, cache_high_decay(&h->empty_high, opt.heap_empty_slabs));
     heap_big_drain(h, cache_high_decay(&h->big_high, 0));
     h->big_given_sizes = 0;
@@ -252,9 +258,13 @@ static void extend(struct span *s) {
         if (k < 8) k = 8;
     }
     if (k > left) k = left;
-    for (size_t i = 0; i + 1 < k; i++)
-        *(uintptr_t *)(p + i * size) = slab_link_encode(slab_tag(p + i * size), p + (i + 1) * size);
-    *(uintptr_t *)(p + (k - 1) * size) = slab_link_encode(slab_tag(p + (k - 1) * size), s->free);
+    /* each carved object carries its free tag (its link's line): a free of
+     * one never handed out is a double free */
+    for (size_t i = 0; i < k; i++) {
+        uintptr_t *w = (uintptr_t *)(p + i * size);
+        w[0] = slab_link_encode(slab_tag(w), i + 1 < k ? p + (i + 1) * size : s->free);
+        w[1] = slab_tag(w);
+    }
     s->free = p;
     s->bump = p + k * size;
 }
@@ -355,11 +365,15 @@ static struct heap *heap_create(void) {
         lock_release(&heap_lock);
     }
     for (unsigned c = 0; c < NCLASSES; c++) {
+        h->bins[c].list = NULL;
+        h->bins[c].list_max = classes[c].list_max;
+        h->bins[c].list_room = (int32_t)classes[c].list_max;
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].allocs = 0;
         h->frees[c] = 0;
     }
+    h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->remote_frees = h->remote_collects = h->remote_collected = 0;
     h->slab_cache_hits = h->slab_cache_raises = 0;
@@ -450,21 +464,31 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         slab_set_slow_used(s, -1); /* current */
         b->cur = s;
     }
+    /* the list is empty: it takes the slab's whole free list (counted used
+     * from now on), and malloc the first object of it */
     struct span *s = b->cur;
     debug_check_slab(h, c, s);
+    uint32_t used = slab_used(s);
+    uint32_t nfree = s->capacity - used - (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size);
     void **p = s->free;
-    s->free = slab_link_next(p);
+    s->free = NULL;
+    slab_set_used(s, used + nfree);
+    b->list = slab_link_next(p);
+    b->list_room = (int32_t)b->list_max - (int32_t)(nfree - 1);
     p[1] = NULL;
-    s->room++;
     HEAP_COUNT(b->allocs, 1);
+    HEAP_COUNT(h->list_refills, 1);
     return p;
 }
 
-/* A local free made s empty, or landed on a full slab.  True when it
- * retired s (the caller then runs the maintenance tick). */
-bool small_free_slow(struct span *s, void *p) {
-    (void)p;
-    struct heap *h = tl_heap;
+/* A slab's own object p (free, tagged) goes back on s->free.  True when
+ * that retired s: it emptied (not the current slab), or a full slab has
+ * room again and moves to the partial list. */
+static bool slab_put(struct heap *h, struct span *s, void *p) {
+    uintptr_t *w = p;
+    w[0] = slab_link_encode(slab_tag(p), s->free);
+    s->free = p;
+    if (--s->room >= 0) return false; /* used - 1 */
     struct bin *b = &h->bins[s->cls];
     if (s->flags & SPAN_FULL) {
         unfull(b, s);
@@ -479,6 +503,77 @@ bool small_free_slow(struct span *s, void *p) {
     }
     retire(h, s);
     return true;
+}
+
+/* Hand a run of one slab's objects (first .. last, linked, n of them) to
+ * the slab's owner: one atomic push onto s->thread_free. */
+static void remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n) {
+    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+    unsigned c = s->cls;
+    uintptr_t *w = last, tag = slab_tag(last);
+    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
+    do {
+        w[0] = slab_link_encode(tag, slab_remote_head(old));
+        head = (uintptr_t)first | ((uintptr_t)(slab_remote_count(old) + n) << SLAB_REMOTE_SHIFT);
+    } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
+                                                    memory_order_release, memory_order_relaxed));
+    if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
+        atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
+                                 memory_order_release);
+    if (h) HEAP_COUNT(h->remote_batches, 1);
+}
+
+/* Give objects of bin b's list back to their slabs until `keep` remain:
+ * h's own onto their slabs' free lists, other heaps' (or abandoned slabs')
+ * in one push per run of one slab's.  True when a slab was retired (the
+ * caller runs the tick).  h is explicit: at thread exit tl_heap is no
+ * longer h. */
+static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
+    uint32_t len = b->list_max - (uint32_t)b->list_room, n = 0;
+    bool retired = false;
+    struct span *run = NULL;
+    void *first = NULL, *last = NULL;
+    uint32_t run_n = 0;
+    while (len > keep) {
+        void *p = b->list;
+        b->list = slab_link_next(p);
+        len--;
+        n++;
+        struct span *s = span_lookup((uintptr_t)p);
+        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h) {
+            retired |= slab_put(h, s, p);
+            continue;
+        }
+        if (s != run) {
+            if (run) remote_push_run(h, run, first, last, run_n);
+            run = s;
+            last = p;
+            first = NULL;
+            run_n = 0;
+        }
+        *(uintptr_t *)p = slab_link_encode(slab_tag(p), first);
+        first = p;
+        run_n++;
+    }
+    if (run) remote_push_run(h, run, first, last, run_n);
+    b->list_room = (int32_t)(b->list_max - len);
+    if (n) {
+        HEAP_COUNT(h->list_flushes, 1);
+        HEAP_COUNT(h->list_flushed, n);
+    }
+    return retired;
+}
+
+/* A free's push found the list past its bound (pushed: flush half of it),
+ * or p in another arena than the list's head (flush it all, then push p).
+ * True when a slab was retired (the caller runs the tick). */
+bool small_free_slow(struct span *s, void *p, bool pushed) {
+    struct heap *h = tl_heap;
+    struct bin *b = &h->bins[s->cls];
+    if (pushed) return list_flush(h, b, b->list_max / 2);
+    bool retired = list_flush(h, b, 0);
+    small_list_push(b, p, slab_tag(p));
+    return retired;
 }
 
 /* small_free's faults: a pointer that is no object start, or one past the
@@ -523,6 +618,7 @@ void slab_remote_free(struct span *s, void *p) {
 /* Thread exit: give every slab with live objects to the abandoned lists and
  * the rest to the spare lists; the heap struct is kept for reuse. */
 static void heap_abandon(struct heap *h) {
+    for (unsigned c = 0; c < NCLASSES; c++) list_flush(h, &h->bins[c], 0);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
@@ -578,6 +674,11 @@ static void heap_abandon(struct heap *h) {
     dead_counts.slab_cache_raises += h->slab_cache_raises;
     dead_counts.big_cache_hits += h->big_cache_hits;
     h->big_cache_hits = 0;
+    dead_counts.list_refills += h->list_refills;
+    dead_counts.list_flushes += h->list_flushes;
+    dead_counts.list_flushed += h->list_flushed;
+    dead_counts.remote_batches += h->remote_batches;
+    h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
     if (h->slab_cache_high_peak > dead_counts.slab_cache_high_peak)
         dead_counts.slab_cache_high_peak = h->slab_cache_high_peak;
     h->remote_frees = h->remote_collects = h->remote_collected = 0;
@@ -680,6 +781,10 @@ void heap_counts(struct heap_counts *hc) {
         hc->slab_cache_hits += __atomic_load_n(&h->slab_cache_hits, __ATOMIC_RELAXED);
         hc->slab_cache_raises += __atomic_load_n(&h->slab_cache_raises, __ATOMIC_RELAXED);
         hc->big_cache_hits += __atomic_load_n(&h->big_cache_hits, __ATOMIC_RELAXED);
+        hc->list_refills += __atomic_load_n(&h->list_refills, __ATOMIC_RELAXED);
+        hc->list_flushes += __atomic_load_n(&h->list_flushes, __ATOMIC_RELAXED);
+        hc->list_flushed += __atomic_load_n(&h->list_flushed, __ATOMIC_RELAXED);
+        hc->remote_batches += __atomic_load_n(&h->remote_batches, __ATOMIC_RELAXED);
         uint64_t high = __atomic_load_n(&h->slab_cache_high_peak, __ATOMIC_RELAXED);
         if (high > hc->slab_cache_high_peak) hc->slab_cache_high_peak = high;
     }
@@ -701,6 +806,7 @@ void heap_trim_current(void) {
     spare_trim(0);
     struct heap *h = heap_current();
     if (!h) return;
+    for (unsigned c = 0; c < NCLASSES; c++) list_flush(h, &h->bins[c], 0);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *s = b->cur;
@@ -731,17 +837,17 @@ void heap_unlock_all(bool child) {
 /* Walk a free list from p, decoded as slab_link_next does, without ending
  * the process on a bad link: entries counted in *n (at most `limit`, past
  * which the list has a cycle or more objects than can be free).  Every
- * entry must be an object start of s below the bump pointer, and carry its
- * free tag when `tagged` (objects extend() carved have none yet). */
-static size_t check_list(const struct span *s, const void *p, uint32_t limit, bool tagged, uint32_t *n) {
+ * entry must be an object start of s below the bump pointer that carries
+ * its free tag. */
+static size_t check_list(const struct span *s, const void *p, uint32_t limit, uint32_t *n) {
     size_t bad = 0;
     *n = 0;
     while (p) {
         if (++*n > limit) return bad + 1;
-        if (!small_is_object_start(s, p) || (const char *)p >= s->bump || (tagged && !small_is_freed(p)))
+        if (!small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
             return bad + 1; /* not an object of s: do not read further */
         uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
-        if (d >= CHUNK_SIZE && d != (uintptr_t)p) return bad + 1;
+        if (d >= SLAB_LINK_SPAN && d != (uintptr_t)p) return bad + 1;
         p = slab_link_next(p);
     }
     return bad;
@@ -763,12 +869,12 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
         s->bump_end != s->start + (size_t)s->capacity * s->obj_size)
         return bad + 1;
     uint32_t bump_objs = (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size), nfree, nremote;
-    bad += check_list(s, s->free, s->capacity, false, &nfree);
+    bad += check_list(s, s->free, s->capacity, &nfree);
     uint32_t used = slab_used(s);
     bad += used > s->capacity || (uint64_t)used + nfree + bump_objs != s->capacity;
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
     if (tf != SLAB_FULL_TAG) {
-        bad += check_list(s, slab_remote_head(tf), used, true, &nremote);
+        bad += check_list(s, slab_remote_head(tf), used, &nremote);
         bad += nremote != slab_remote_count(tf); /* the head's count is the list's length */
     } else {
         bad += !on_full;
@@ -791,6 +897,25 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
     return bad;
 }
 
+/* Bin c's list: list_max - list_room objects, each a free (tagged) object
+ * of one of h's slabs of class c below its bump pointer, with no cycle. */
+static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
+    size_t bad = 0;
+    if (b->list_room > (int32_t)b->list_max || b->list_max < classes[c].capacity) return 1;
+    uint32_t want = b->list_max - (uint32_t)b->list_room, n = 0;
+    for (const void *p = b->list; p;) {
+        if (++n > want) return bad + 1; /* longer than counted, or a cycle */
+        const struct span *s = span_lookup((uintptr_t)p);
+        if (!s || span_kind(s) != SPAN_SLAB || atomic_load_explicit(&s->owner, memory_order_relaxed) != h ||
+            s->cls != c || !small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
+            return bad + 1; /* not a free object of h's: do not read further */
+        uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
+        if (d >= SLAB_LINK_SPAN && d != (uintptr_t)p) return bad + 1;
+        p = slab_link_next(p);
+    }
+    return bad + (n != want);
+}
+
 size_t slab_check_current(void) {
     struct heap *h = heap_current();
     if (!h) return 0;
@@ -805,6 +930,7 @@ size_t slab_check_current(void) {
         }
         bad += check_bin_list(h, c, b->partial, false);
         bad += check_bin_list(h, c, b->full, true);
+        bad += check_bin_objects(h, c, b);
     }
     bad += span_empty.free != NULL;
     long n = 0;
