@@ -262,9 +262,10 @@ static inline void lock_reset(lock_t *l) {
       "KiB of freed blocks of 32-256 KiB a thread may keep for its next ones of the same page "  \
       "count: its high starts at 0, grows by what it gave the page heap and took back, and "     \
       "halves each purge delay without a miss; 0: none")                                          \
-    X(heap_list_kib, "FOLIO_HEAP_LIST_KIB", 64,                                                \
-      "KiB of freed objects per size class a thread keeps on its own list for its next "       \
-      "mallocs (at least a slab's worth); past it, half goes back to the slabs")              \
+    X(heap_list_kib, "FOLIO_HEAP_LIST_KIB", 1024,                                              \
+      "most KiB of freed objects per size class a thread keeps on its own list for its next "  \
+      "mallocs: the list's high starts at a slab's worth, grows by what it gave back and "     \
+      "had to take again, halves each purge delay without that; past it, half goes back")     \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

@@ -17,8 +17,9 @@
  *  - a heap's bin list (b->list) holds only its own slabs' objects: every
  *    local free pushes onto it, LIFO across slabs, and malloc pops from
  *    there first and touches no slab; the list is refilled with a slab's
- *    whole free list at once, and past its bound (opt.heap_list_kib per
- *    class) half of it goes back to the slabs; another thread's object
+ *    whole free list at once, and past its high (list_max: auto-tuned from
+ *    a slab's worth up to opt.heap_list_kib) half of it goes back to the
+ *    slabs; another thread's object
  *    goes back to its slab at once (objects of one slab are handed out by
  *    one thread only, so two threads never write one cache line's objects);
  *  - a slab's used (slab_used: s->room + s->slow_used + 1) counts objects
@@ -54,7 +55,7 @@ struct class_info {
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
-    uint32_t list_max;  /* a bin list's bound: FOLIO_HEAP_LIST_KIB of objects, at least a slab's worth */
+    uint32_t list_min, list_max; /* a bin list's high: from a slab's worth up to FOLIO_HEAP_LIST_KIB */
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);
@@ -138,8 +139,8 @@ struct cache_high {
 };
 struct bin {
     void *list;           /* freed objects, any slab's, any owner's: malloc pops here first */
-    int32_t list_room;    /* objects the list may take before half of it is flushed, less 1 */
-    uint32_t list_max;    /* its bound: list_room + list length + 1 */
+    int32_t list_room;    /* objects the list may take before half of it is flushed */
+    uint32_t list_max;    /* its bound: list_room + the list's length (the heap's list_high) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     struct span *full;    /* slabs with none */
@@ -171,6 +172,10 @@ struct heap {
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
     uint64_t big_cache_hits;
     uint64_t list_refills, list_flushes, list_flushed, remote_batches;
+    /* each bin list's high (list_max): a refill that follows a flush of
+     * the list past its high raises it by what was flushed, a purge delay
+     * without one halves it (down to a slab's worth) */
+    struct cache_high list_high[NCLASSES];
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */

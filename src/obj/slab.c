@@ -132,9 +132,9 @@ static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
 /* The caches' decay (empty slabs, large blocks, bin lists), run by the
  * maintenance tick of the calling thread (only the owner touches its
  * caches): once per purge delay, a cache that had no miss halves its high,
- * and what is above it goes to the page heap, so a burst's memory is given
- * back once bursts stop; each bin list gives half of itself back to the
- * slabs, so that slabs whose objects wait there can empty. */
+ * and what is above it goes to the page heap (a bin list's, to its slabs,
+ * so that they can empty), so a burst's memory is given back once bursts
+ * stop. */
 void heap_decay_current(uint64_t now) {
     struct heap *h = heap_current();
     if (!h || now < h->empty_decay_at) return;
@@ -143,7 +143,11 @@ void heap_decay_current(uint64_t now) {
     if (first) return;
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
-        list_flush(h, b, (b->list_max - (uint32_t)b->list_room) / 2);
+        uint32_t len = b->list_max - (uint32_t)b->list_room;
+        uint32_t high = (uint32_t)cache_high_decay(&h->list_high[c], classes[c].list_min);
+        b->list_room = (int32_t)high - (int32_t)len;
+        b->list_max = high;
+        if (len > high) list_flush(h, b, high / 2);
     }
     empty_cache_drain(h, cache_high_decay(&h->empty_high, opt.heap_empty_slabs));
     heap_big_drain(h, cache_high_decay(&h->big_high, 0));
@@ -366,8 +370,9 @@ static struct heap *heap_create(void) {
     }
     for (unsigned c = 0; c < NCLASSES; c++) {
         h->bins[c].list = NULL;
-        h->bins[c].list_max = classes[c].list_max;
-        h->bins[c].list_room = (int32_t)classes[c].list_max;
+        cache_high_init(&h->list_high[c], classes[c].list_min);
+        h->bins[c].list_max = classes[c].list_min;
+        h->bins[c].list_room = (int32_t)classes[c].list_min;
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].allocs = 0;
@@ -473,6 +478,8 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     void **p = s->free;
     s->free = NULL;
     slab_set_used(s, used + nfree);
+    if (cache_high_raise(&h->list_high[c], classes[c].list_max)) /* it flushed, and runs dry again */
+        b->list_max = (uint32_t)h->list_high[c].high;
     b->list = slab_link_next(p);
     b->list_room = (int32_t)b->list_max - (int32_t)(nfree - 1);
     p[1] = NULL;
@@ -483,8 +490,10 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
 
 /* A slab's own object p (free, tagged) goes back on s->free.  True when
  * that retired s: it emptied (not the current slab), or a full slab has
- * room again and moves to the partial list. */
-static bool slab_put(struct heap *h, struct span *s, void *p) {
+ * room again and moves to the partial list.  At thread exit (exiting) an
+ * emptied slab stays where it is: heap_abandon spares it for the next
+ * threads instead of the page heap. */
+static bool slab_put(struct heap *h, struct span *s, void *p, bool exiting) {
     uintptr_t *w = p;
     w[0] = slab_link_encode(slab_tag(p), s->free);
     s->free = p;
@@ -492,11 +501,11 @@ static bool slab_put(struct heap *h, struct span *s, void *p) {
     struct bin *b = &h->bins[s->cls];
     if (s->flags & SPAN_FULL) {
         unfull(b, s);
-        if (slab_used(s) != 0) {
+        if (slab_used(s) != 0 || exiting) {
             span_list_push(&b->partial, s);
             return false;
         }
-    } else if (s == b->cur) {
+    } else if (s == b->cur || exiting) {
         return false; /* keep the current slab even when empty */
     } else {
         span_list_remove(&b->partial, s);
@@ -528,7 +537,7 @@ static void remote_push_run(struct heap *h, struct span *s, void *first, void *l
  * in one push per run of one slab's.  True when a slab was retired (the
  * caller runs the tick).  h is explicit: at thread exit tl_heap is no
  * longer h. */
-static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
+static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exiting) {
     uint32_t len = b->list_max - (uint32_t)b->list_room, n = 0;
     bool retired = false;
     struct span *run = NULL;
@@ -541,7 +550,7 @@ static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
         n++;
         struct span *s = span_lookup((uintptr_t)p);
         if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h) {
-            retired |= slab_put(h, s, p);
+            retired |= slab_put(h, s, p, exiting);
             continue;
         }
         if (s != run) {
@@ -563,6 +572,9 @@ static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
     }
     return retired;
 }
+static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
+    return list_flush_as(h, b, keep, false);
+}
 
 /* A free's push found the list past its bound (pushed: flush half of it),
  * or p in another arena than the list's head (flush it all, then push p).
@@ -570,7 +582,12 @@ static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
 bool small_free_slow(struct span *s, void *p, bool pushed) {
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[s->cls];
-    if (pushed) return list_flush(h, b, b->list_max / 2);
+    if (pushed) {
+        uint32_t before = b->list_max - (uint32_t)b->list_room;
+        bool retired = list_flush(h, b, b->list_max / 2);
+        h->list_high[s->cls].given += before - (b->list_max - (uint32_t)b->list_room);
+        return retired;
+    }
     bool retired = list_flush(h, b, 0);
     small_list_push(b, p, slab_tag(p));
     return retired;
@@ -618,7 +635,7 @@ void slab_remote_free(struct span *s, void *p) {
 /* Thread exit: give every slab with live objects to the abandoned lists and
  * the rest to the spare lists; the heap struct is kept for reuse. */
 static void heap_abandon(struct heap *h) {
-    for (unsigned c = 0; c < NCLASSES; c++) list_flush(h, &h->bins[c], 0);
+    for (unsigned c = 0; c < NCLASSES; c++) list_flush_as(h, &h->bins[c], 0, true);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
@@ -901,7 +918,9 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
  * of one of h's slabs of class c below its bump pointer, with no cycle. */
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
     size_t bad = 0;
-    if (b->list_room > (int32_t)b->list_max || b->list_max < classes[c].capacity) return 1;
+    if (b->list_room > (int32_t)b->list_max || b->list_max < classes[c].list_min ||
+        b->list_max > classes[c].list_max || (long)b->list_max != h->list_high[c].high)
+        return 1;
     uint32_t want = b->list_max - (uint32_t)b->list_room, n = 0;
     for (const void *p = b->list; p;) {
         if (++n > want) return bad + 1; /* longer than counted, or a cycle */
