@@ -19,9 +19,10 @@
  *    there first and touches no slab; the list is refilled with a slab's
  *    whole free list at once, and past its high (list_max: auto-tuned from
  *    a slab's worth up to opt.heap_list_kib) half of it goes back to the
- *    slabs; another thread's object
- *    goes back to its slab at once (objects of one slab are handed out by
- *    one thread only, so two threads never write one cache line's objects);
+ *    slabs; another thread's object goes back to its slab, in one push per
+ *    run of one slab's objects freed in a row (the heap's pending run):
+ *    objects of one slab are handed out by one thread only, so two threads
+ *    never write one cache line's objects;
  *  - a slab's used (slab_used: s->room + s->slow_used + 1) counts objects
  *    neither on s->free nor in the bump area (so objects waiting on
  *    thread_free or on any heap's bin list are 'used': a slab is never
@@ -82,7 +83,7 @@ struct heap_counts {
     uint64_t small_allocs, small_bytes, frees, large_allocs, large_bytes, large_frees;
     uint64_t small_live_bytes; /* sum over classes of (allocs - frees) x class size */
     uint64_t large_pages;      /* pages of live large blocks (net, modulo 2^64 per heap) */
-    uint64_t remote_frees;     /* frees of another thread's objects (one push each) */
+    uint64_t remote_frees;     /* frees of another thread's objects (pushed in runs: remote_batches) */
     uint64_t remote_collects, remote_collected; /* lists an owner took back, and their objects */
     uint64_t slab_cache_hits;  /* new slabs served from the thread's own cache of empty ones */
     uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
@@ -176,6 +177,13 @@ struct heap {
      * the list past its high raises it by what was flushed, a purge delay
      * without one halves it (down to a slab's worth) */
     struct cache_high list_high[NCLASSES];
+    /* the pending run: other heaps' objects of one slab this thread freed
+     * in a row (run_first -> ... -> run_last, tagged free), handed to the
+     * slab in one push when a free lands on another slab, at RUN_MAX
+     * objects, and at this heap's slow paths, decay, trim and exit */
+    struct span *run_slab;
+    void *run_first, *run_last;
+    uint32_t run_n;
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */

@@ -129,6 +129,7 @@ static void empty_cache_drain(struct heap *h, long keep) {
 }
 
 static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
+static void run_flush(struct heap *h);
 /* The caches' decay (empty slabs, large blocks, bin lists), run by the
  * maintenance tick of the calling thread (only the owner touches its
  * caches): once per purge delay, a cache that had no miss halves its high,
@@ -141,6 +142,7 @@ void heap_decay_current(uint64_t now) {
     bool first = h->empty_decay_at == 0;
     h->empty_decay_at = now + (opt.purge_delay_ms ? (uint64_t)opt.purge_delay_ms : 1000);
     if (first) return;
+    run_flush(h);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         uint32_t len = b->list_max - (uint32_t)b->list_room;
@@ -379,6 +381,9 @@ static struct heap *heap_create(void) {
         h->frees[c] = 0;
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
+    h->run_slab = NULL;
+    h->run_first = h->run_last = NULL;
+    h->run_n = 0;
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->remote_frees = h->remote_collects = h->remote_collected = 0;
     h->slab_cache_hits = h->slab_cache_raises = 0;
@@ -427,6 +432,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
+    run_flush(h); /* before this thread looks for free objects */
     for (;;) {
         struct span *s = b->cur;
         if (s != &span_empty) {
@@ -605,15 +611,43 @@ __attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const vo
 
 __attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_link(obj); }
 
-/* A free by a thread that does not own s (or of an abandoned slab). */
+#define RUN_MAX 64 /* objects of a pending run: one push hands them over */
+
+/* Hand the heap's pending run to its slab. */
+static void run_flush(struct heap *h) {
+    if (!h->run_slab) return;
+    remote_push_run(h, h->run_slab, h->run_first, h->run_last, h->run_n);
+    h->run_slab = NULL;
+    h->run_first = h->run_last = NULL;
+    h->run_n = 0;
+}
+
+/* A free by a thread that does not own s (or of an abandoned slab): onto
+ * the heap's pending run when it holds s's objects, else the run goes to
+ * its slab and p starts the next one; a thread without a heap pushes p at
+ * once. */
 void slab_remote_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
     if (unlikely(w[1] == tag)) os_fatal_ptr("free(): double free", p);
-    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     unsigned c = s->cls;
     w[1] = tag;
+    struct heap *h = heap_current();
+    if (h) {
+        HEAP_COUNT(h->frees[c], 1);
+        HEAP_COUNT(h->remote_frees, 1);
+        if (h->run_slab != s || h->run_n >= RUN_MAX) {
+            run_flush(h);
+            h->run_slab = s;
+            h->run_last = p;
+        }
+        w[0] = slab_link_encode(tag, h->run_first);
+        h->run_first = p;
+        h->run_n++;
+        return;
+    }
+    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
     do {
         w[0] = slab_link_encode(tag, slab_remote_head(old));
@@ -623,18 +657,13 @@ void slab_remote_free(struct span *s, void *p) {
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
-    struct heap *h = heap_current();
-    if (h) {
-        HEAP_COUNT(h->frees[c], 1);
-        HEAP_COUNT(h->remote_frees, 1);
-    } else {
-        atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
-    }
+    atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
  * the rest to the spare lists; the heap struct is kept for reuse. */
 static void heap_abandon(struct heap *h) {
+    run_flush(h);
     for (unsigned c = 0; c < NCLASSES; c++) list_flush_as(h, &h->bins[c], 0, true);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
@@ -819,11 +848,14 @@ void heap_counts(struct heap_counts *hc) {
  * nothing in it is in use (the bin takes a slab again on its next miss),
  * and every spare slab. */
 void heap_trim_current(void) {
+    struct heap *h = heap_current();
+    if (h) { /* first: the objects they hold may empty abandoned slabs */
+        run_flush(h);
+        for (unsigned c = 0; c < NCLASSES; c++) list_flush(h, &h->bins[c], 0);
+    }
     reclaim_emptied(0);
     spare_trim(0);
-    struct heap *h = heap_current();
     if (!h) return;
-    for (unsigned c = 0; c < NCLASSES; c++) list_flush(h, &h->bins[c], 0);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *s = b->cur;
