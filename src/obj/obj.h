@@ -138,15 +138,17 @@ struct cache_high {
     long high, given; /* given: units refused since the last raise or decay */
     bool missed;      /* a raise since the last decay */
 };
+/* A bin's first 32 bytes are all that malloc's and free's fast paths
+ * touch: one cache line (bins are line-aligned). */
 struct bin {
-    void *list;           /* freed objects, any slab's, any owner's: malloc pops here first */
+    void *list;           /* freed objects of this heap's slabs: malloc pops here first */
     int32_t list_room;    /* objects the list may take before half of it is flushed */
     uint32_t list_max;    /* its bound: list_room + the list's length (the heap's list_high) */
+    uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     struct span *full;    /* slabs with none */
-    uint64_t allocs;
-};
+} __attribute__((aligned(CACHELINE)));
 
 /* Counts: an object is counted as allocated in its allocating thread's bin
  * and as freed, per class, by the thread that frees it (local or remote), so
@@ -154,7 +156,6 @@ struct bin {
  * (allocs - frees) x class size) while a free adds one increment. */
 struct heap {
     struct bin bins[NCLASSES];
-    uint64_t frees[NCLASSES];
     uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
     uint64_t large_pages; /* net: pages allocated minus pages freed by this thread */
     uint64_t remote_frees, remote_collects, remote_collected, slab_cache_hits, slab_cache_raises;
@@ -356,9 +357,9 @@ static inline int small_free_local(struct heap *h, struct span *s, void *p) {
         slab_free_fault(s, p);
         return 0;
     }
-    unsigned c = s->cls;
-    HEAP_COUNT(h->frees[c], 1);
-    return small_list_push(&h->bins[c], w, tag);
+    struct bin *b = &h->bins[s->cls];
+    HEAP_COUNT(b->frees, 1);
+    return small_list_push(b, w, tag);
 }
 
 #endif

@@ -378,7 +378,7 @@ static struct heap *heap_create(void) {
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].allocs = 0;
-        h->frees[c] = 0;
+        h->bins[c].frees = 0;
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
     h->run_slab = NULL;
@@ -635,7 +635,7 @@ void slab_remote_free(struct span *s, void *p) {
     w[1] = tag;
     struct heap *h = heap_current();
     if (h) {
-        HEAP_COUNT(h->frees[c], 1);
+        HEAP_COUNT(h->bins[c].frees, 1);
         HEAP_COUNT(h->remote_frees, 1);
         if (h->run_slab != s || h->run_n >= RUN_MAX) {
             run_flush(h);
@@ -705,8 +705,8 @@ static void heap_abandon(struct heap *h) {
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
         dead_allocs[c] += h->bins[c].allocs;
-        dead_frees[c] += h->frees[c];
-        h->bins[c].allocs = h->frees[c] = 0;
+        dead_frees[c] += h->bins[c].frees;
+        h->bins[c].allocs = h->bins[c].frees = 0;
     }
     dead_counts.large_allocs += h->large_allocs;
     dead_counts.large_bytes += h->large_bytes;
@@ -815,7 +815,7 @@ void heap_counts(struct heap_counts *hc) {
         if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
         for (unsigned c = 0; c < NCLASSES; c++) {
             allocs[c] += __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
-            frees[c] += __atomic_load_n(&h->frees[c], __ATOMIC_RELAXED);
+            frees[c] += __atomic_load_n(&h->bins[c].frees, __ATOMIC_RELAXED);
         }
         hc->large_allocs += __atomic_load_n(&h->large_allocs, __ATOMIC_RELAXED);
         hc->large_bytes += __atomic_load_n(&h->large_bytes, __ATOMIC_RELAXED);
