@@ -57,6 +57,7 @@ struct class_info {
     uint32_t capacity;  /* objects per slab */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
     uint32_t list_min, list_max; /* a bin list's high: from a slab's worth up to FOLIO_HEAP_LIST_KIB */
+    uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
 extern struct class_info classes[NCLASSES];
 void classes_init(void);
@@ -148,6 +149,9 @@ struct bin {
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     struct span *full;    /* slabs with none */
+    uint32_t refill;      /* objects the next refill moves: doubles per refill, from 4 up to
+                           * the class's list_batch (a thread that uses a class little holds
+                           * little of it) */
 } __attribute__((aligned(CACHELINE)));
 
 /* Counts: an object is counted as allocated in its allocating thread's bin

@@ -377,6 +377,7 @@ static struct heap *heap_create(void) {
         h->bins[c].list_room = (int32_t)classes[c].list_min;
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
+        h->bins[c].refill = 4;
         h->bins[c].allocs = 0;
         h->bins[c].frees = 0;
     }
@@ -475,14 +476,27 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         slab_set_slow_used(s, -1); /* current */
         b->cur = s;
     }
-    /* the list is empty: it takes the slab's whole free list (counted used
-     * from now on), and malloc the first object of it */
+    /* the list is empty: it takes a batch of the slab's free list (counted
+     * used from now on; all of it when that is no more than a batch, with
+     * no object read), and malloc the first object of it.  A batch, not
+     * the whole list: what a thread holds on its lists it gives back one
+     * object at a time when it exits. */
     struct span *s = b->cur;
     debug_check_slab(h, c, s);
     uint32_t used = slab_used(s);
     uint32_t nfree = s->capacity - used - (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size);
     void **p = s->free;
-    s->free = NULL;
+    uint32_t batch = b->refill;
+    if (batch < classes[c].list_batch) b->refill = batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch;
+    if (nfree > batch) {
+        nfree = batch;
+        void *last = p;
+        for (uint32_t i = 1; i < nfree; i++) last = slab_link_next(last);
+        s->free = slab_link_next(last);
+        *(uintptr_t *)last = slab_link_encode(slab_tag(last), NULL);
+    } else {
+        s->free = NULL;
+    }
     slab_set_used(s, used + nfree);
     if (cache_high_raise(&h->list_high[c], classes[c].list_max)) /* it flushed, and runs dry again */
         b->list_max = (uint32_t)h->list_high[c].high;
@@ -494,16 +508,17 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     return p;
 }
 
-/* A slab's own object p (free, tagged) goes back on s->free.  True when
- * that retired s: it emptied (not the current slab), or a full slab has
- * room again and moves to the partial list.  At thread exit (exiting) an
- * emptied slab stays where it is: heap_abandon spares it for the next
- * threads instead of the page heap. */
-static bool slab_put(struct heap *h, struct span *s, void *p, bool exiting) {
-    uintptr_t *w = p;
-    w[0] = slab_link_encode(slab_tag(p), s->free);
-    s->free = p;
-    if (--s->room >= 0) return false; /* used - 1 */
+/* A run of n of s's own objects (first -> ... -> last, tagged free) goes
+ * back onto s->free: only last's link is written.  True when that retired
+ * s: it emptied (not the current slab), or a full slab has room again and
+ * moves to the partial list.  At thread exit (exiting) an emptied slab
+ * stays where it is: heap_abandon spares it for the next threads instead
+ * of the page heap. */
+static bool slab_put(struct heap *h, struct span *s, void *first, void *last, uint32_t n, bool exiting) {
+    *(uintptr_t *)last = slab_link_encode(slab_tag(last), s->free);
+    s->free = first;
+    s->room -= (int32_t)n; /* used - n */
+    if (s->room >= 0) return false;
     struct bin *b = &h->bins[s->cls];
     if (s->flags & SPAN_FULL) {
         unfull(b, s);
@@ -538,39 +553,30 @@ static void remote_push_run(struct heap *h, struct span *s, void *first, void *l
     if (h) HEAP_COUNT(h->remote_batches, 1);
 }
 
-/* Give objects of bin b's list back to their slabs until `keep` remain:
- * h's own onto their slabs' free lists, other heaps' (or abandoned slabs')
- * in one push per run of one slab's.  True when a slab was retired (the
- * caller runs the tick).  h is explicit: at thread exit tl_heap is no
- * longer h. */
+/* Give objects of bin b's list (all of h's own slabs) back to their slabs
+ * until `keep` remain, in runs: objects of one slab next to each other on
+ * the list are still linked as they should be on the slab, so a run costs
+ * one lookup and one link, and each object one read.  True when a slab was
+ * retired (the caller runs the tick).  h is explicit: at thread exit
+ * tl_heap is no longer h. */
 static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exiting) {
     uint32_t len = b->list_max - (uint32_t)b->list_room, n = 0;
     bool retired = false;
-    struct span *run = NULL;
-    void *first = NULL, *last = NULL;
-    uint32_t run_n = 0;
     while (len > keep) {
-        void *p = b->list;
-        b->list = slab_link_next(p);
-        len--;
-        n++;
-        struct span *s = span_lookup((uintptr_t)p);
-        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == h) {
-            retired |= slab_put(h, s, p, exiting);
-            continue;
+        void *first = b->list, *last = first, *next = slab_link_next(first);
+        struct span *s = span_lookup((uintptr_t)first);
+        const char *lo = s->start, *hi = s->bump; /* s's objects lie in [start, bump) */
+        uint32_t k = 1;
+        while (len - k > keep && (const char *)next >= lo && (const char *)next < hi) {
+            last = next;
+            next = slab_link_next(next);
+            k++;
         }
-        if (s != run) {
-            if (run) remote_push_run(h, run, first, last, run_n);
-            run = s;
-            last = p;
-            first = NULL;
-            run_n = 0;
-        }
-        *(uintptr_t *)p = slab_link_encode(slab_tag(p), first);
-        first = p;
-        run_n++;
+        b->list = next;
+        len -= k;
+        n += k;
+        retired |= slab_put(h, s, first, last, k, exiting);
     }
-    if (run) remote_push_run(h, run, first, last, run_n);
     b->list_room = (int32_t)(b->list_max - len);
     if (n) {
         HEAP_COUNT(h->list_flushes, 1);
