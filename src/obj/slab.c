@@ -619,19 +619,24 @@ __attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_l
 
 #define RUN_MAX 64 /* objects of a pending run: one push hands them over */
 
-/* Hand the heap's pending run to its slab. */
-static void run_flush(struct heap *h) {
-    if (!h->run_slab) return;
+/* Hand the heap's pending run (if it holds objects) to its slab; the slab
+ * stays the one the next remote free is compared with. */
+static void run_push(struct heap *h) {
+    if (!h->run_n) return;
     remote_push_run(h, h->run_slab, h->run_first, h->run_last, h->run_n);
-    h->run_slab = NULL;
     h->run_first = h->run_last = NULL;
     h->run_n = 0;
 }
+static void run_flush(struct heap *h) {
+    run_push(h);
+    h->run_slab = NULL;
+}
 
-/* A free by a thread that does not own s (or of an abandoned slab): onto
- * the heap's pending run when it holds s's objects, else the run goes to
- * its slab and p starts the next one; a thread without a heap pushes p at
- * once. */
+/* A free by a thread that does not own s (or of an abandoned slab).  The
+ * first free onto a slab is pushed at once (one compare-and-swap, as with
+ * no batching: a program that frees other threads' objects in no order
+ * pays nothing more); the next ones onto the same slab in a row wait on
+ * the heap's pending run, which goes over in one push. */
 void slab_remote_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
@@ -643,15 +648,18 @@ void slab_remote_free(struct span *s, void *p) {
     if (h) {
         HEAP_COUNT(h->bins[c].frees, 1);
         HEAP_COUNT(h->remote_frees, 1);
-        if (h->run_slab != s || h->run_n >= RUN_MAX) {
-            run_flush(h);
-            h->run_slab = s;
-            h->run_last = p;
+        if (s == h->run_slab) {
+            if (h->run_n >= RUN_MAX) run_push(h);
+            if (!h->run_n) h->run_last = p;
+            w[0] = slab_link_encode(tag, h->run_first);
+            h->run_first = p;
+            h->run_n++;
+            return;
         }
-        w[0] = slab_link_encode(tag, h->run_first);
-        h->run_first = p;
-        h->run_n++;
-        return;
+        if (h->run_n) run_push(h);
+        h->run_slab = s;
+    } else {
+        atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
     }
     struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
@@ -663,7 +671,6 @@ void slab_remote_free(struct span *s, void *p) {
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
         atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
                                  memory_order_release);
-    atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
