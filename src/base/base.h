@@ -37,6 +37,7 @@
  * zero-filled; os_purge leaves the range zero-filled and not resident. */
 void *os_reserve(size_t size, size_t align); /* NULL: refused (counted in os_map_failures) */
 void *os_reserve_at(void *addr, size_t size); /* exactly at addr, replacing nothing; else NULL */
+void *os_reserve_near(void *hint, size_t size, size_t align); /* at hint if free, else anywhere */
 bool os_release(void *p, size_t size);       /* false: munmap refused, still mapped */
 void os_purge(void *p, size_t size);
 void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at);

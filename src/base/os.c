@@ -111,6 +111,21 @@ void *os_reserve(size_t size, size_t align) {
     return a;
 }
 
+/* At hint when the kernel has the range free, else wherever it finds room;
+ * aligned to align (2 MiB at most).  One call when the kernel's choice is
+ * aligned: a free hint is taken as given, and the kernel aligns anonymous
+ * mappings of 2 MiB multiples to 2 MiB (since 6.7); else os_reserve's
+ * trimmed over-reservation. */
+void *os_reserve_near(void *hint, size_t size, size_t align) {
+    char *p = map_at(hint, size, 0);
+    if (p && ((uintptr_t)p & (align - 1)) == 0) {
+        mapped_add((ptrdiff_t)size);
+        return p;
+    }
+    if (p) sys_munmap(p, size);
+    return os_reserve(size, align);
+}
+
 /* A hint, not a demand: NULL (not counted as a failure) when anything is
  * mapped there, or the kernel refuses. */
 void *os_reserve_at(void *addr, size_t size) {
