@@ -306,7 +306,7 @@ void options_init(void);
  * threads have all exited: then the last of them exits as the program's
  * last thread would have (glibc's exit(0)), so folio never keeps a process
  * alive. */
-bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack, all signals blocked */
+bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack (the first 4: folio's own, no mmap), all signals blocked */
 void bg_enter(void);        /* first thing a background thread does */
 void bg_leave(void);        /* last thing it does */
 bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
