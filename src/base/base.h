@@ -68,10 +68,12 @@ int os_gettid(void);
 int os_other_threads_alive(const _Atomic int *tids, int n);
 /* like os_futex_wait, but gives up after ms milliseconds */
 void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
-/* a shared file mapping others may read (the live statistics); not counted
- * in os_mapped_bytes, which is the heap's */
-void *os_shm_create(const char *path, size_t size); /* NULL: none */
-void os_shm_drop(const char *path, void *p, size_t size); /* unlink path (if any), unmap p (if any) */
+/* a file others may read (the live statistics), written with pwrite, never
+ * mapped; the descriptor is closed before the caller returns to the program */
+int os_file_open(const char *path, bool create, size_t size); /* create: new, size bytes; -1: none */
+bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off);
+void os_file_close(int fd);
+void os_file_unlink(const char *path);
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;
 /* the mmap family's calls, by kind, since start (folio makes no mprotect) */
