@@ -273,7 +273,8 @@ static struct huge *range_at(char *a, bool end) {
 
 /* size bytes of address space for s (2 MiB aligned): right below its run
  * when the kernel has them free there (it hands out addresses downward, so
- * they often are), else wherever it finds room: one call either way. */
+ * they often are), else wherever it finds room: one call either way where
+ * the kernel aligns it (os_reserve_near). */
 static char *region_reserve(struct shard *s, size_t size) {
     char *hint = s->run_lo && (uintptr_t)s->run_lo > size ? s->run_lo - size : NULL;
     return os_reserve_near(hint, size, CHUNK_SIZE);
