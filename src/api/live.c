@@ -11,12 +11,16 @@
  *    never waited for, so no lock is ever held across the syscalls here, and
  *    a tick that finds a publisher at work just returns;
  *  - a reader copies a consistent text: the header's sequence number is odd
- *    while the text changes, so a copy taken between two equal even reads is
- *    whole;
- *  - a process writes only its own file: a fork child drops the parent's
- *    mapping (live_after_fork_child) and, like any process, publishes its
- *    own once it has run a second; the pid is checked again before each
- *    write, for children made without the fork handlers. */
+ *    while the text changes (the header goes out first with it odd, then
+ *    the text, then the header with it even), so a copy taken between two
+ *    equal even reads is whole;
+ *  - the file is written with pwrite and never mapped (os_file_*): no call
+ *    here takes the kernel's mmap lock for writing, so a process's first
+ *    second, when the file is made, is no different from its steady state;
+ *  - a process writes only its own file: a fork child forgets the parent's
+ *    (live_after_fork_child) and, like any process, publishes its own once
+ *    it has run a second; the pid is checked again before each write, for
+ *    children made without the fork handlers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +33,7 @@
  * (tools/folio_tools/live.py) reads this layout. */
 struct live_head {
     char magic[16];
-    _Atomic uint64_t seq;   /* odd while the text is being written */
+    uint64_t seq;           /* odd while the text is being written */
     uint64_t pid;
     uint64_t updated_ns;    /* CLOCK_MONOTONIC of the last write */
     uint64_t interval_ms;   /* how often it is written, at most */
@@ -38,10 +42,9 @@ struct live_head {
 };
 _Static_assert(sizeof(struct live_head) == 64, "folio top reads a 64-byte header");
 
-static FORK_STATE struct live_head *page;
-static size_t page_size;
-static int page_pid;
-static char page_path[40];
+static struct live_head head; /* what the file's header says (the publisher's) */
+static FORK_STATE int file_pid;  /* the process whose file exists, 0: none */
+static char file_path[40];
 static FORK_STATE _Atomic uint64_t due_ms;  /* the next write, not before */
 static FORK_STATE _Atomic int busy;         /* a publisher is at work */
 static _Atomic int ended;        /* exit: the file is gone, never make another */
@@ -62,39 +65,41 @@ static size_t size_needed(void) {
 
 static void publish(void) {
     int pid = os_getpid();
-    if (page && page_pid != pid) { /* a child the fork handler did not see */
-        os_shm_drop(NULL, page, page_size);
-        page = NULL;
+    if (file_pid != pid) file_pid = 0; /* a child the fork handler did not see */
+    bool create = !file_pid;
+    size_t size = size_needed();
+    if (create) {
+        path_of(pid, file_path);
+        memset(&head, 0, sizeof head);
+        memcpy(head.magic, LIVE_MAGIC, sizeof LIVE_MAGIC);
+        head.pid = (uint64_t)pid;
+        head.interval_ms = LIVE_INTERVAL_MS;
+        head.size = size;
     }
-    if (!page) {
-        path_of(pid, page_path);
-        page_size = size_needed();
-        page = os_shm_create(page_path, page_size);
-        if (!page) {
-            atomic_store(&due_ms, UINT64_MAX); /* no /dev/shm, or no room: stop trying */
-            return;
-        }
-        page_pid = pid;
-        memcpy(page->magic, LIVE_MAGIC, sizeof LIVE_MAGIC);
-        page->pid = (uint64_t)pid;
-        page->interval_ms = LIVE_INTERVAL_MS;
-        page->size = page_size;
+    int fd = os_file_open(file_path, create, size);
+    if (fd < 0) {
+        if (create) atomic_store(&due_ms, UINT64_MAX); /* no /dev/shm, or no room: stop trying */
+        else file_pid = 0;                             /* removed under us: make it again */
+        return;
     }
-    size_t room = page_size - sizeof *page;
+    file_pid = pid;
     size_t n = folio_report_json(text, sizeof text);
-    if (n >= room) return; /* cannot happen with size_needed's margin; never publish half */
-    /* odd first: an exchange, a full barrier on x86, so the text's stores
-     * are not seen before it (the readers are other processes) */
-    uint64_t seq = atomic_load_explicit(&page->seq, memory_order_relaxed);
-    atomic_exchange_explicit(&page->seq, seq + 1, memory_order_acq_rel);
-    memcpy((char *)(page + 1), text, n + 1);
-    page->len = n;
-    page->updated_ns = os_now_ns();
-    atomic_store_explicit(&page->seq, seq + 2, memory_order_release);
+    if (n < head.size - sizeof head) { /* always, with size_needed's margin; never publish half */
+        head.seq += head.seq & 1 ? 2 : 1; /* odd (after a failed write, a new odd) */
+        bool ok = os_file_pwrite(fd, &head, sizeof head, 0) &&
+                  os_file_pwrite(fd, text, n + 1, sizeof head);
+        head.len = n;
+        head.updated_ns = os_now_ns();
+        if (ok) { /* else the file stays odd: readers wait for the next write */
+            head.seq++;
+            os_file_pwrite(fd, &head, sizeof head, 0);
+        }
+    }
+    os_file_close(fd);
 }
 
 static void drop_file(void) {
-    if (page && page_pid == os_getpid()) os_shm_drop(page_path, NULL, 0);
+    if (file_pid && file_pid == os_getpid()) os_file_unlink(file_path);
 }
 
 static FORK_STATE bool enabled;
@@ -119,18 +124,16 @@ void live_tick(uint64_t now) {
     if (atomic_load(&ended) && !atomic_exchange(&busy, 1)) drop_file();
 }
 
-/* The file goes; the mapping stays (a thread may still write it, and the
- * process is ending), and no other file is made: busy stays taken. */
+/* The file goes, and no other file is made: busy stays taken. */
 void live_exit(void) {
     atomic_store(&ended, 1);
     if (!atomic_exchange(&busy, 1)) drop_file();
 }
 
-/* The parent's page is the parent's: unmap it here; this process publishes
- * its own from its first second on. */
+/* The parent's file is the parent's: this process publishes its own from
+ * its first second on. */
 void live_after_fork_child(void) {
-    if (page) os_shm_drop(NULL, page, page_size);
-    page = NULL;
+    file_pid = 0;
     atomic_store(&busy, 0);
     live_init();
 }

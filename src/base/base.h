@@ -37,6 +37,7 @@
  * zero-filled; os_purge leaves the range zero-filled and not resident. */
 void *os_reserve(size_t size, size_t align); /* NULL: refused (counted in os_map_failures) */
 void *os_reserve_at(void *addr, size_t size); /* exactly at addr, replacing nothing; else NULL */
+void *os_reserve_near(void *hint, size_t size, size_t align); /* at hint if free, else anywhere */
 bool os_release(void *p, size_t size);       /* false: munmap refused, still mapped */
 void os_purge(void *p, size_t size);
 void *os_remap(void *old, size_t old_size, size_t new_size, void *fixed_at);
@@ -67,10 +68,12 @@ int os_gettid(void);
 int os_other_threads_alive(const _Atomic int *tids, int n);
 /* like os_futex_wait, but gives up after ms milliseconds */
 void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
-/* a shared file mapping others may read (the live statistics); not counted
- * in os_mapped_bytes, which is the heap's */
-void *os_shm_create(const char *path, size_t size); /* NULL: none */
-void os_shm_drop(const char *path, void *p, size_t size); /* unlink path (if any), unmap p (if any) */
+/* a file others may read (the live statistics), written with pwrite, never
+ * mapped; the descriptor is closed before the caller returns to the program */
+int os_file_open(const char *path, bool create, size_t size); /* create: new, size bytes; -1: none */
+bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off);
+void os_file_close(int fd);
+void os_file_unlink(const char *path);
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;
 /* the mmap family's calls, by kind, since start (folio makes no mprotect) */
@@ -309,7 +312,7 @@ void options_init(void);
  * threads have all exited: then the last of them exits as the program's
  * last thread would have (glibc's exit(0)), so folio never keeps a process
  * alive. */
-bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack, all signals blocked */
+bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack (the first 4: folio's own, no mmap), all signals blocked */
 void bg_enter(void);        /* first thing a background thread does */
 void bg_leave(void);        /* last thing it does */
 bool bg_program_gone(void); /* no thread of the program is alive, only folio's */

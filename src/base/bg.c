@@ -24,17 +24,45 @@
  * the section starts on a page and (under 4 KiB) stays on it */
 static FORK_STATE __attribute__((aligned(4096))) _Atomic int bg_tids[BG_MAX];
 
+/* Stacks for the first BG_STACKS threads (the purger and the default
+ * clearing helpers), in folio's own image: glibc maps a stack and protects
+ * its guard page for any other thread, two calls that take the kernel's
+ * mmap lock for writing whenever the thread starts, in a program's steady
+ * state too (issue 15).  They have no guard page: folio's threads use a
+ * few KiB (folio's largest frame, -fstack-usage, is 4 KiB), and glibc puts the
+ * thread's descriptor and static TLS at the top of either kind of stack.  A
+ * background thread returns only when the program is gone, so a stack is
+ * never reused; a fork child, which has none of the threads, starts over. */
+#define BG_STACKS 4
+#if defined(__SANITIZE_THREAD__)
+#define BG_STACK_SIZE (2 << 20) /* TSan keeps ~900 KiB of each thread's state in its static TLS */
+#else
+#define BG_STACK_SIZE (64 * 1024)
+#endif
+static char bg_stacks[BG_STACKS][BG_STACK_SIZE] __attribute__((aligned(4096)));
+static FORK_STATE _Atomic int bg_stacks_used;
+
+static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (stack) pthread_attr_setstack(&attr, stack, BG_STACK_SIZE);
+    else pthread_attr_setstacksize(&attr, BG_STACK_SIZE);
+    int rc = pthread_create(t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
 bool bg_start(void *(*fn)(void *), void *arg) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
     pthread_t t;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    int rc = pthread_create(&t, &attr, fn, arg);
-    pthread_attr_destroy(&attr);
+    int i = atomic_fetch_add_explicit(&bg_stacks_used, 1, memory_order_relaxed);
+    /* one of ours, else (all taken, or glibc refused it: static TLS too
+     * large for it) one of glibc's */
+    int rc = i < BG_STACKS ? create(&t, fn, arg, bg_stacks[i]) : -1;
+    if (rc != 0) rc = create(&t, fn, arg, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc == 0;
 }
@@ -60,5 +88,6 @@ void bg_leave(void) {
 bool bg_program_gone(void) { return os_other_threads_alive(bg_tids, BG_MAX) == 0; }
 
 void bg_after_fork_child(void) {
+    atomic_store_explicit(&bg_stacks_used, 0, memory_order_relaxed);
     for (int i = 0; i < BG_MAX; i++) atomic_store_explicit(&bg_tids[i], 0, memory_order_relaxed);
 }

@@ -111,6 +111,21 @@ void *os_reserve(size_t size, size_t align) {
     return a;
 }
 
+/* At hint when the kernel has the range free, else wherever it finds room;
+ * aligned to align (2 MiB at most).  One call when the kernel's choice is
+ * aligned: a free hint is taken as given, and the kernel aligns anonymous
+ * mappings of 2 MiB multiples to 2 MiB (since 6.7); else os_reserve's
+ * trimmed over-reservation. */
+void *os_reserve_near(void *hint, size_t size, size_t align) {
+    char *p = map_at(hint, size, 0);
+    if (p && ((uintptr_t)p & (align - 1)) == 0) {
+        mapped_add((ptrdiff_t)size);
+        return p;
+    }
+    if (p) sys_munmap(p, size);
+    return os_reserve(size, align);
+}
+
 /* A hint, not a demand: NULL (not counted as a failure) when anything is
  * mapped there, or the kernel refuses. */
 void *os_reserve_at(void *addr, size_t size) {
@@ -462,36 +477,46 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
     return alive;
 }
 
-/* A file of `size` bytes at path, mapped shared and writable (folio's live
- * statistics, read by other processes).  O_EXCL and O_NOFOLLOW: in a
- * directory others can write (/dev/shm), never open a file or a link someone
- * else left; one left by an earlier process of ours with this pid (a
- * process that died, or this one before an exec) is removed first.  The
- * space is allocated (fallocate), so that writing the page can never fault
- * for want of room in the file system.  NULL: no file. */
-void *os_shm_create(const char *path, size_t size) {
+/* The live statistics' file (api/live.c), read by other processes: written
+ * with pwrite, never mapped, so publishing takes no mmap lock (a mapping
+ * made at the first second was a write-locked mmap in the middle of a
+ * program's steady state).  create: a new file of `size` bytes; O_EXCL and
+ * O_NOFOLLOW: in a directory others can write (/dev/shm), never open a file
+ * or a link someone else left; one left by an earlier process of ours with
+ * this pid (a process that died, or this one before an exec) is removed
+ * first.  The space is allocated (fallocate), so a write can never fail for
+ * want of room.  Else the file as it is (O_NOFOLLOW, no O_CREAT).  -1: none.
+ * The descriptor is the caller's only while it writes: it closes it before
+ * it returns to the program (O_CLOEXEC meanwhile). */
+int os_file_open(const char *path, bool create, size_t size) {
+    if (!create) return open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && (errno != EEXIST || unlink(path) != 0)) return NULL;
+        if (fd < 0 && (errno != EEXIST || unlink(path) != 0)) return -1;
     }
-    if (fd < 0) return NULL;
-    void *p = MAP_FAILED;
-    if (fallocate(fd, 0, 0, (off_t)size) == 0)
-        p = sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
-    close(fd);
-    if (p == MAP_FAILED) {
+    if (fd >= 0 && fallocate(fd, 0, 0, (off_t)size) != 0) {
+        close(fd);
         unlink(path);
-        return NULL;
+        fd = -1;
     }
-    return p;
+    return fd;
 }
 
-/* Forget the file (unlink, when path is given) and/or the mapping (p). */
-void os_shm_drop(const char *path, void *p, size_t size) {
-    if (path) unlink(path);
-    if (p) sys_munmap(p, size);
+bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off) {
+    while (len) {
+        ssize_t n = pwrite(fd, buf, len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        buf = (const char *)buf + n;
+        len -= (size_t)n;
+        off += (size_t)n;
+    }
+    return true;
 }
+
+void os_file_close(int fd) { close(fd); }
+void os_file_unlink(const char *path) { unlink(path); }
 
 /* ---- transparent huge pages ---- */
 

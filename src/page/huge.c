@@ -16,7 +16,12 @@
  * Invariants, under the lock of the shard that owns the range:
  *  - the ranges of a region tile it, linked by address (aprev/anext; a
  *    neighbour at another address, or NULL, is not adjacent: a range given
- *    back to the kernel or moved away by mremap leaves a hole there); each
+ *    back to the kernel or moved away by mremap leaves a hole there); a
+ *    shard's regions that touch are one region: its next reservation is
+ *    placed against its current run of address space (run_lo, run_hi: the
+ *    ends of the region reserved or grown last, while both are still the
+ *    shard's) and linked to it, so free ranges merge across the seam and a
+ *    mix of sizes does not strand free space in pieces no block fits; each
  *    is USED (a live block), CACHED (freed, memory still resident: on the
  *    cache list, newest first) or FREE (known zero: never touched, or
  *    purged; on the free list);
@@ -82,6 +87,7 @@ struct shard {
     _Atomic(struct huge *) slot;  /* the block freed last, or NULL (lock-free) */
     _Atomic size_t slot_bytes;    /* the slot's block's bytes (for huge_dirty_bytes) */
     _Atomic uint64_t slot_hits;
+    char *run_lo, *run_hi; /* the run new regions join (NULL: an end that left the shard) */
     struct huge_stats st; /* mapped: USED + CACHED bytes */
 } __attribute__((aligned(CACHELINE)));
 
@@ -256,6 +262,48 @@ static struct huge *best_fit(struct huge *list, size_t map, size_t align, size_t
     return best;
 }
 
+/* The range of s that starts at a (or ends at a, end), from the pagemap:
+ * a is an end of s's run, so the entry there is s's (lock held). */
+static struct huge *range_at(char *a, bool end) {
+    uintptr_t e = pagemap_get((uintptr_t)(end ? a - CHUNK_SIZE : a));
+    struct huge *h = (struct huge *)(e & ~(uintptr_t)PAGEMAP_HUGE_TAG);
+    if (!(e & PAGEMAP_HUGE_TAG) || (end ? h->base + h->map_size != a : h->base != a)) return NULL;
+    return h;
+}
+
+/* size bytes of address space for s (2 MiB aligned): right below its run
+ * when the kernel has them free there (it hands out addresses downward, so
+ * they often are), else wherever it finds room: one call either way where
+ * the kernel aligns it (os_reserve_near). */
+static char *region_reserve(struct shard *s, size_t size) {
+    char *hint = s->run_lo && (uintptr_t)s->run_lo > size ? s->run_lo - size : NULL;
+    return os_reserve_near(hint, size, CHUNK_SIZE);
+}
+
+/* The new FREE region n joins s's run when it touches either end (placed
+ * there, or put there by the kernel), and merges with a FREE range at the
+ * seam; else it starts a new run (lock held). */
+static void region_join(struct shard *s, struct huge *n) {
+    char *end = n->base + n->map_size;
+    struct huge *up = end == s->run_lo ? range_at(end, false) : NULL;
+    struct huge *down = n->base == s->run_hi ? range_at(n->base, true) : NULL;
+    if (up) {
+        n->anext = up;
+        up->aprev = n;
+        s->run_lo = n->base;
+    }
+    if (down) {
+        n->aprev = down;
+        down->anext = n;
+        s->run_hi = end;
+    }
+    if (!up && !down) {
+        s->run_lo = n->base;
+        s->run_hi = end;
+    }
+    make_free(n);
+}
+
 /* A new region of at least map bytes, all FREE. */
 static bool region_add(struct shard *s, size_t map, size_t align) {
     size_t want = s->st.reserved > REGION_MIN ? s->st.reserved : REGION_MIN;
@@ -264,8 +312,9 @@ static bool region_add(struct shard *s, size_t map, size_t align) {
     if (align < CHUNK_SIZE) align = CHUNK_SIZE;
     char *base = NULL;
     size_t size = want;
-    if (want >= map + align) base = os_reserve(size, CHUNK_SIZE); /* room to align inside */
-    if (!base) base = os_reserve(size = map, align);                /* address space is short */
+    if (align == CHUNK_SIZE && size < map) size = map; /* any 2 MiB boundary fits */
+    if (size >= map + (align > CHUNK_SIZE ? align : 0)) base = region_reserve(s, size); /* room to align inside */
+    if (!base && (size != map || align > CHUNK_SIZE)) base = os_reserve(size = map, align); /* address space is short */
     if (!base) return false;
     struct huge *h = desc_get(s);
     if (!h || !pagemap_spare_ensure() || !register_range(h, base, size)) {
@@ -281,7 +330,7 @@ static bool region_add(struct shard *s, size_t map, size_t align) {
     thp_huge_region(base, size);
     if (!s->st.reserved) atomic_fetch_add_explicit(&shards_in_use, 1, memory_order_relaxed);
     reserved_add(s, size);
-    list_push(h, HUGE_FREE);
+    region_join(s, h);
     return true;
 }
 
@@ -488,9 +537,14 @@ char *huge_fit_grid(char *r, size_t room, size_t old, size_t map) {
     return a;
 }
 
-/* h's range left its region (moved away by mremap): its neighbours are no
- * longer adjacent to it. */
+/* h's range left its region (moved away by mremap, or given back): its
+ * neighbours are no longer adjacent to it; an end of the run that it was
+ * moves to its neighbour, or is forgotten (its address is the kernel's
+ * again, and may become another's). */
 static void addr_unlink(struct huge *h) {
+    struct shard *s = shard_of(h);
+    if (h->base == s->run_lo) s->run_lo = adjacent(h, h->anext) ? h->anext->base : NULL;
+    if (h->base + h->map_size == s->run_hi) s->run_hi = adjacent(h->aprev, h) ? h->base : NULL;
     if (h->aprev) h->aprev->anext = h->anext;
     if (h->anext) h->anext->aprev = h->aprev;
     h->aprev = h->anext = NULL;

@@ -4,9 +4,11 @@ The library (src/api/live.c) keeps /dev/shm/folio.<pid>: a 64-byte header
 (magic, a sequence number that is odd while the text changes, pid, the
 CLOCK_MONOTONIC nanoseconds of the last write, the write interval, the text's
 length, the file's size) followed by the text of folio_report_json.  It writes
-it from the process's first second on, at most once a second, and removes it
-at exit.  A file whose process is gone (killed, _exit) or no longer maps it
-(an exec into a program without folio) is stale: ``stale_files`` finds them.
+it from the process's first second on, at most once a second (with pwrite:
+it never maps the file, so that no mmap lands in a program's steady state),
+and removes it at exit.  A file whose process is gone (killed, _exit) or no
+longer runs folio (an exec into a program without it) is stale:
+``stale_files`` finds them.
 """
 
 import json
@@ -52,19 +54,36 @@ def _maps(pid):
         return None
 
 
+def _written_lately(pid, within_s=5.0):
+    """pid's statistics file names pid and was written in the last within_s seconds."""
+    try:
+        with open(path_of(pid), "rb") as f:
+            head = f.read(HEAD.size)
+    except OSError:
+        return False
+    if len(head) < HEAD.size:
+        return False
+    magic, _seq, fpid, updated_ns, _i, _l, _s = HEAD.unpack_from(head)
+    return magic.startswith(MAGIC) and fpid == pid and time.monotonic() - updated_ns / 1e9 <= within_s
+
+
 def publishes(pid):
-    """True: the process maps its statistics file; False: it does not; None: cannot tell
-    (its maps are not readable), then the file's existence decides."""
+    """True: the process has its statistics file and runs folio (its library mapped, or,
+    linked statically, the file written in the last 5 s); False: it does not; None: cannot
+    tell (its maps are not readable), then the file's existence decides."""
+    if not alive(pid) or not os.path.exists(path_of(pid)):
+        return False
     maps = _maps(pid)
     if maps is None:
-        return os.path.exists(path_of(pid)) if alive(pid) else False
-    return any(line.endswith(" " + path_of(pid)) for line in maps.splitlines())
+        return True
+    return "libfolio" in maps or _written_lately(pid)
 
 
 def runs_folio(pid):
-    """The process has folio's shared library mapped (a static link shows only its file)."""
+    """The process has folio's shared library mapped, or (a static link) has written its
+    statistics file in the last 5 s."""
     maps = _maps(pid) or ""
-    return "libfolio" in maps or path_of(pid) in maps
+    return "libfolio" in maps or _written_lately(pid)
 
 
 def children(pid):
