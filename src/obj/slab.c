@@ -434,12 +434,14 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
     run_flush(h); /* before this thread looks for free objects */
+    bool carved = false;
     for (;;) {
         struct span *s = b->cur;
         if (s != &span_empty) {
             if (s->free || collect(s)) break;
             if (s->bump < s->bump_end) {
                 extend(s);
+                carved = true;
                 break;
             }
             if (!make_full(b, s)) continue;
@@ -476,11 +478,13 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         slab_set_slow_used(s, -1); /* current */
         b->cur = s;
     }
-    /* the list is empty: it takes a batch of the slab's free list (counted
-     * used from now on; all of it when that is no more than a batch, with
-     * no object read), and malloc the first object of it.  A batch, not
-     * the whole list: what a thread holds on its lists it gives back one
-     * object at a time when it exits. */
+    /* the list is empty: it takes the slab's free list (counted used from
+     * now on, with no object read), and malloc the first object of it; of
+     * objects carved just now (in cache) only a batch, so that a thread
+     * that uses a class little does not hold a page of it (what a thread's
+     * lists hold it gives back one object at a time when it exits).  Other
+     * free lists are taken whole: walking one (another thread's frees,
+     * cold) would wait on each object in turn. */
     struct span *s = b->cur;
     debug_check_slab(h, c, s);
     uint32_t used = slab_used(s);
@@ -488,7 +492,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     void **p = s->free;
     uint32_t batch = b->refill;
     if (batch < classes[c].list_batch) b->refill = batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch;
-    if (nfree > batch) {
+    if (carved && nfree > batch) {
         nfree = batch;
         void *last = p;
         for (uint32_t i = 1; i < nfree; i++) last = slab_link_next(last);
