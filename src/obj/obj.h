@@ -8,21 +8,21 @@
  *  - an empty slab a thread left at exit waits on the spare lists (kind
  *    SPAN_TAKEN, its pages still mapped to it) for a new thread's slab_new,
  *    or for the purger to give it back;
- *  - any other thread frees an object with one atomic push onto
- *    s->thread_free; the owner takes the whole list and its length with one
- *    exchange;
+ *  - any other thread frees an object onto s->thread_free, one atomic push
+ *    per run of the slab's objects it freed in a row (the first of a run at
+ *    once, the rest on its heap's pending run); the owner takes the whole
+ *    list and its length with one exchange;
  *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
  *    list with no remote frees waiting: the first remote free onto a full slab
  *    sees the tag and tells the owner (one bit in heap->full_freed);
  *  - a heap's bin list (b->list) holds only its own slabs' objects: every
  *    local free pushes onto it, LIFO across slabs, and malloc pops from
- *    there first and touches no slab; the list is refilled with a slab's
- *    whole free list at once, and past its high (list_max: auto-tuned from
- *    a slab's worth up to opt.heap_list_kib) half of it goes back to the
- *    slabs; another thread's object goes back to its slab, in one push per
- *    run of one slab's objects freed in a row (the heap's pending run):
- *    objects of one slab are handed out by one thread only, so two threads
- *    never write one cache line's objects;
+ *    there first and touches no slab; an empty list is refilled with the
+ *    current slab's free list (whole, or a batch of objects just carved),
+ *    and past its high (list_max: auto-tuned from a slab's worth up to
+ *    opt.heap_list_kib) half of it goes back to the slabs; another thread's
+ *    object goes back to its slab (objects of one slab are handed out by
+ *    one thread only, so two threads never write one cache line's objects);
  *  - a slab's used (slab_used: s->room + s->slow_used + 1) counts objects
  *    neither on s->free nor in the bump area (so objects waiting on
  *    thread_free or on any heap's bin list are 'used': a slab is never
@@ -33,9 +33,9 @@
  *    slab to slab one free object at a time; a bin's current slab has
  *    slow_used == -1 (it stays current when it empties: its local frees
  *    never take the slow path); otherwise slow_used == 0;
- *  - a free object's second word holds its tag (address ^ slab_secret);
- *    malloc clears it, so free of an object whose word already holds it is a
- *    double free;
+ *  - a free object's second word holds its tag (address ^ slab_secret),
+ *    carved ones included; malloc clears it, so free of an object whose word
+ *    already holds it is a double free;
  *  - a free object's first word is its free-list link, stored encoded as
  *    next ^ tag (safe-linking) on every list (b->list, s->free,
  *    s->thread_free, the objects extend() carves): only slab_link_encode
