@@ -19,7 +19,7 @@
  *    local free pushes onto it, LIFO across slabs, and malloc pops from
  *    there first and touches no slab; an empty list is refilled with the
  *    current slab's free list (whole, or a batch of objects just carved),
- *    and past its high (list_max: auto-tuned from a slab's worth up to
+ *    and past its high (auto-tuned from a slab's worth up to
  *    opt.heap_list_kib) half of it goes back to the slabs; another thread's
  *    object goes back to its slab (objects of one slab are handed out by
  *    one thread only, so two threads never write one cache line's objects);
@@ -56,7 +56,7 @@ struct class_info {
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
-    uint32_t list_min, list_max; /* a bin list's high: from a slab's worth up to FOLIO_HEAP_LIST_KIB */
+    uint32_t list_max;  /* a bin list's highest high: FOLIO_HEAP_LIST_KIB of objects (its lowest: capacity) */
     uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
 extern struct class_info classes[NCLASSES];
@@ -90,7 +90,7 @@ struct heap_counts {
     uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
     uint64_t slab_cache_high_peak; /* the highest high any thread's cache reached */
     uint64_t big_cache_hits;   /* large blocks served from a thread's own cache */
-    uint64_t list_refills;     /* bin lists refilled from a slab (a whole free list at once) */
+    uint64_t list_refills;     /* bin lists refilled from a slab (its free list, or a batch just carved) */
     uint64_t list_flushes, list_flushed; /* bin lists past their bound, and objects they gave back */
     uint64_t remote_batches;   /* atomic pushes of other threads' objects (a run of one slab each) */
 };
@@ -126,8 +126,9 @@ static inline void *slab_remote_head(uintptr_t tf) {
     return tf == SLAB_FULL_TAG ? NULL : (void *)(tf & (((uintptr_t)1 << SLAB_REMOTE_SHIFT) - 1));
 }
 static inline uint32_t slab_remote_count(uintptr_t tf) { return (uint32_t)(tf >> SLAB_REMOTE_SHIFT); }
-static inline uintptr_t slab_remote_push(uintptr_t tf, const void *p) {
-    return (uintptr_t)p | ((uintptr_t)(slab_remote_count(tf) + 1) << SLAB_REMOTE_SHIFT);
+/* the head word once n objects (first .. ) are pushed onto tf's list */
+static inline uintptr_t slab_remote_push(uintptr_t tf, const void *first, uint32_t n) {
+    return (uintptr_t)first | ((uintptr_t)(slab_remote_count(tf) + n) << SLAB_REMOTE_SHIFT);
 }
 
 /* The high of a thread's cache (empty slabs, large blocks), the pagesets'
@@ -143,8 +144,8 @@ struct cache_high {
  * touch: one cache line (bins are line-aligned). */
 struct bin {
     void *list;           /* freed objects of this heap's slabs: malloc pops here first */
-    int32_t list_room;    /* objects the list may take before half of it is flushed */
-    uint32_t list_max;    /* its bound: list_room + the list's length (the heap's list_high) */
+    int32_t list_room;    /* the list's high (heap->list_high) less its length: a push that
+                           * takes it below 0 flushes half of the list */
     uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
@@ -178,7 +179,7 @@ struct heap {
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
     uint64_t big_cache_hits;
     uint64_t list_refills, list_flushes, list_flushed, remote_batches;
-    /* each bin list's high (list_max): a refill that follows a flush of
+    /* each bin list's high: a refill that follows a flush of
      * the list past its high raises it by what was flushed, a purge delay
      * without one halves it (down to a slab's worth) */
     struct cache_high list_high[NCLASSES];

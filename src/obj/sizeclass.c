@@ -33,7 +33,6 @@ void classes_init(void) {
         classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
         /* a refill moves a whole slab's free list onto an empty bin list */
         uint64_t list = ((uint64_t)opt.heap_list_kib << 10) / size;
-        classes[c].list_min = classes[c].capacity;
         classes[c].list_batch = 2048 / size < 8 ? 8 : 2048 / size > 64 ? 64 : 2048 / size;
         classes[c].list_max = (uint32_t)(list > 65535 ? 65535 : list < classes[c].capacity ? classes[c].capacity : list);
         if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);

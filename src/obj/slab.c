@@ -130,6 +130,13 @@ static void empty_cache_drain(struct heap *h, long keep) {
 
 static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
 static void run_flush(struct heap *h);
+/* bin b's list: its high (the only copy is heap->list_high) and length */
+static inline uint32_t list_high(const struct heap *h, const struct bin *b) {
+    return (uint32_t)h->list_high[b - h->bins].high;
+}
+static inline uint32_t list_len(const struct heap *h, const struct bin *b) {
+    return list_high(h, b) - (uint32_t)b->list_room;
+}
 /* The caches' decay (empty slabs, large blocks, bin lists), run by the
  * maintenance tick of the calling thread (only the owner touches its
  * caches): once per purge delay, a cache that had no miss halves its high,
@@ -145,10 +152,9 @@ void heap_decay_current(uint64_t now) {
     run_flush(h);
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
-        uint32_t len = b->list_max - (uint32_t)b->list_room;
-        uint32_t high = (uint32_t)cache_high_decay(&h->list_high[c], classes[c].list_min);
+        uint32_t len = list_len(h, b);
+        uint32_t high = (uint32_t)cache_high_decay(&h->list_high[c], classes[c].capacity);
         b->list_room = (int32_t)high - (int32_t)len;
-        b->list_max = high;
         if (len > high) list_flush(h, b, high / 2);
     }
     empty_cache_drain(h, cache_high_decay(&h->empty_high, opt.heap_empty_slabs));
@@ -372,9 +378,8 @@ static struct heap *heap_create(void) {
     }
     for (unsigned c = 0; c < NCLASSES; c++) {
         h->bins[c].list = NULL;
-        cache_high_init(&h->list_high[c], classes[c].list_min);
-        h->bins[c].list_max = classes[c].list_min;
-        h->bins[c].list_room = (int32_t)classes[c].list_min;
+        cache_high_init(&h->list_high[c], classes[c].capacity);
+        h->bins[c].list_room = (int32_t)classes[c].capacity;
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].refill = 4;
@@ -502,10 +507,9 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         s->free = NULL;
     }
     slab_set_used(s, used + nfree);
-    if (cache_high_raise(&h->list_high[c], classes[c].list_max)) /* it flushed, and runs dry again */
-        b->list_max = (uint32_t)h->list_high[c].high;
+    cache_high_raise(&h->list_high[c], classes[c].list_max); /* grows if it flushed and runs dry again */
     b->list = slab_link_next(p);
-    b->list_room = (int32_t)b->list_max - (int32_t)(nfree - 1);
+    b->list_room = (int32_t)list_high(h, b) - (int32_t)(nfree - 1);
     p[1] = NULL;
     HEAP_COUNT(b->allocs, 1);
     HEAP_COUNT(h->list_refills, 1);
@@ -540,15 +544,16 @@ static bool slab_put(struct heap *h, struct span *s, void *first, void *last, ui
 }
 
 /* Hand a run of one slab's objects (first .. last, linked, n of them) to
- * the slab's owner: one atomic push onto s->thread_free. */
-static void remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n) {
+ * the slab's owner: one atomic push onto s->thread_free.  Inline: a free of
+ * another thread's object is one such push of one object. */
+static inline __attribute__((always_inline)) void remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n) {
     struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
     unsigned c = s->cls;
     uintptr_t *w = last, tag = slab_tag(last);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
     do {
         w[0] = slab_link_encode(tag, slab_remote_head(old));
-        head = (uintptr_t)first | ((uintptr_t)(slab_remote_count(old) + n) << SLAB_REMOTE_SHIFT);
+        head = slab_remote_push(old, first, n);
     } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
                                                     memory_order_release, memory_order_relaxed));
     if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
@@ -564,7 +569,7 @@ static void remote_push_run(struct heap *h, struct span *s, void *first, void *l
  * retired (the caller runs the tick).  h is explicit: at thread exit
  * tl_heap is no longer h. */
 static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exiting) {
-    uint32_t len = b->list_max - (uint32_t)b->list_room, n = 0;
+    uint32_t len = list_len(h, b), n = 0;
     bool retired = false;
     while (len > keep) {
         void *first = b->list, *last = first, *next = slab_link_next(first);
@@ -581,7 +586,7 @@ static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exi
         n += k;
         retired |= slab_put(h, s, first, last, k, exiting);
     }
-    b->list_room = (int32_t)(b->list_max - len);
+    b->list_room = (int32_t)(list_high(h, b) - len);
     if (n) {
         HEAP_COUNT(h->list_flushes, 1);
         HEAP_COUNT(h->list_flushed, n);
@@ -599,9 +604,9 @@ bool small_free_slow(struct span *s, void *p, bool pushed) {
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[s->cls];
     if (pushed) {
-        uint32_t before = b->list_max - (uint32_t)b->list_room;
-        bool retired = list_flush(h, b, b->list_max / 2);
-        h->list_high[s->cls].given += before - (b->list_max - (uint32_t)b->list_room);
+        uint32_t before = list_len(h, b);
+        bool retired = list_flush(h, b, list_high(h, b) / 2);
+        h->list_high[s->cls].given += before - list_len(h, b);
         return retired;
     }
     bool retired = list_flush(h, b, 0);
@@ -660,21 +665,12 @@ void slab_remote_free(struct span *s, void *p) {
             h->run_n++;
             return;
         }
-        if (h->run_n) run_push(h);
+        run_push(h);
         h->run_slab = s;
     } else {
         atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
     }
-    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
-    do {
-        w[0] = slab_link_encode(tag, slab_remote_head(old));
-        head = slab_remote_push(old, p);
-    } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
-                                                    memory_order_release, memory_order_relaxed));
-    if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
-        atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
-                                 memory_order_release);
+    remote_push_run(h, s, p, p, 1);
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
@@ -963,14 +959,13 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
     return bad;
 }
 
-/* Bin c's list: list_max - list_room objects, each a free (tagged) object
+/* Bin c's list: its high less list_room objects, each a free (tagged) object
  * of one of h's slabs of class c below its bump pointer, with no cycle. */
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
     size_t bad = 0;
-    if (b->list_room > (int32_t)b->list_max || b->list_max < classes[c].list_min ||
-        b->list_max > classes[c].list_max || (long)b->list_max != h->list_high[c].high)
-        return 1;
-    uint32_t want = b->list_max - (uint32_t)b->list_room, n = 0;
+    long high = h->list_high[c].high;
+    if (b->list_room > high || high < classes[c].capacity || high > classes[c].list_max) return 1;
+    uint32_t want = list_len(h, b), n = 0;
     for (const void *p = b->list; p;) {
         if (++n > want) return bad + 1; /* longer than counted, or a cycle */
         const struct span *s = span_lookup((uintptr_t)p);
