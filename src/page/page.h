@@ -24,6 +24,10 @@ struct zone_stats {
     uint64_t purges, purged_bytes;
     uint64_t free_pages, dirty_pages, chunks;
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
+    /* the depot (zone.c): pages held (in free_pages and dirty_pages too),
+     * spans taken from it, put in it, put when it was full (to the buddy
+     * lists), and released to the buddy lists by age, trim or reclaim */
+    uint64_t depot_pages, depot_gets, depot_puts, depot_full, depot_released;
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 struct span *zone_alloc_growable(size_t npages, size_t align_pages); /* room left behind it to grow */
@@ -34,6 +38,11 @@ size_t zone_managed_pages(void);
 size_t zone_resident_estimate(void);
 bool zone_resize(struct span *s, size_t npages);
 void zone_free_bulk(struct span *list);
+/* the depot (zone.c): a pageset's refill of npages-page spans, and its
+ * overflow, each in one lock hold */
+long zone_refill(uint32_t npages, long n, struct span **out, struct span **list);
+void zone_depot_put(struct span *list, long max_pages);
+#define ZONE_REFILL_MAX 64 /* out[] of zone_refill: at most this many spans */
 /* Purge dirty free blocks free for the delay (all: every one now), at most
  * `budget` bytes (0: no bound). */
 size_t zone_purge(bool all, size_t budget);

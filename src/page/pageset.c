@@ -238,13 +238,24 @@ static struct span *pop_chunk(struct pageset *ps) {
 static struct span *exact_pop_next(struct pageset *ps);
 static void exact_decay(struct pageset *ps);
 
-static void drain(struct pageset *ps, long pages, unsigned first) {
+/* The depot's bound (zone.c): a sixteenth of the zone size the pagesets'
+ * limits derive from; none under memory pressure. */
+static long zone_size_pages(void);
+static long depot_bound(void) { return pressure_peek() ? 0 : zone_size_pages() / 16; }
+
+/* overflow: the pageset is over its high (a free, a trim); its blocks wait
+ * in the zone's depot for the next pageset that misses their size, in
+ * holds of up to 32 batches (the depot moves pointers, not pages).
+ * Otherwise (decay, reclaim, drain_all) they go to the buddy lists, a
+ * batch per hold, to merge and be purged. */
+static void drain(struct pageset *ps, long pages, unsigned first, bool overflow) {
     ps->drains++;
     unsigned o = first > PCP_MAX_ORDER ? CHUNK_SLOT : first;
+    long per_hold = overflow ? ps->batch << PCP_BATCH_SCALE_MAX : ps->batch;
     while (pages > 0 && ps->count > 0) {
         struct span *list = NULL;
         long chunk = 0;
-        while (chunk < ps->batch && chunk < pages && ps->count > 0) {
+        while (chunk < per_hold && chunk < pages && ps->count > 0) {
             unsigned slot = o;
             o = (o + 1) % (EXACT_SLOT + 1);
             struct span *s = slot == CHUNK_SLOT ? pop_chunk(ps)
@@ -257,7 +268,8 @@ static void drain(struct pageset *ps, long pages, unsigned first) {
             chunk += s->npages;
         }
         pages -= chunk;
-        zone_free_bulk(list);
+        if (overflow) zone_depot_put(list, depot_bound());
+        else zone_free_bulk(list);
     }
 }
 
@@ -349,7 +361,7 @@ static void decay(struct pageset *ps) {
         set_high(ps, h > ps->high_min ? h : ps->high_min);
     }
     exact_decay(ps);
-    if (ps->count > ps->high) drain(ps, ps->count - ps->high, 0);
+    if (ps->count > ps->high) drain(ps, ps->count - ps->high, 0, false);
 }
 
 /* Decay every pageset that is due and free to take (trylock). */
@@ -375,10 +387,10 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
     if (!s) {
         bool below_high = pressure_state() != 0;
         size_limits(ps, zone_size_pages());
-        struct span *list;
-        long descs = 0;
-        zone_alloc_bulk(o, nr_alloc(ps, o, below_high), &list, NULL, 0, &descs);
+        struct span *list, *got[ZONE_REFILL_MAX];
+        long n = zone_refill(1u << o, nr_alloc(ps, o, below_high), got, &list);
         ps->refills++;
+        for (long i = 0; i < n; i++) push_head(ps, got[i], o); /* from the depot */
         while (list) {
             struct span *b = list;
             list = b->next;
@@ -467,7 +479,7 @@ static void after_free(struct pageset *ps, unsigned o, long pages, int pressure)
     if (free_high) ps->free_high_drains++;
     /* free_high and a chunk start with the list just freed into (the
      * kernel's pindex); other overflows with order 0, as before */
-    drain(ps, nr_free(ps, high, free_high), free_high || o == CHUNK_ORDER ? o : 0);
+    drain(ps, nr_free(ps, high, free_high), free_high || o == CHUNK_ORDER ? o : 0, true);
 }
 
 static void free_on(struct pageset *ps, struct span *s, unsigned o, int pressure) {
@@ -476,16 +488,21 @@ static void free_on(struct pageset *ps, struct span *s, unsigned o, int pressure
 }
 
 /* The exact lists back within their bound: the excess to the zone in one
- * hold. */
-static void exact_trim(struct pageset *ps, struct exact_lists *e) {
+ * hold.  overflow (a free or a refill went past it): to a batch below it,
+ * into the depot (drain); otherwise (decay) to the bound, to the buddy
+ * lists. */
+static void exact_trim(struct pageset *ps, struct exact_lists *e, bool overflow) {
     struct span *list = NULL;
-    while (e->pages > e->high) {
+    if (e->pages <= e->high) return;
+    long target = overflow ? e->high - ps->batch : e->high;
+    while (e->pages > (target > 0 ? target : 0)) {
         struct span *s = exact_pop_next(ps);
         if (!s) break;
         s->next = list;
         list = s;
     }
-    if (list) zone_free_bulk(list);
+    if (list && overflow) zone_depot_put(list, depot_bound());
+    else if (list) zone_free_bulk(list);
 }
 
 /* At each decay the bound halves (not below high_min) unless it grew and
@@ -496,7 +513,7 @@ static void exact_decay(struct pageset *ps) {
     if (!e->grew || e->hits_win * 2 < e->misses_win) e->high = e->high / 2 > ps->high_min ? e->high / 2 : ps->high_min;
     e->grew = false;
     e->hits_win = e->misses_win = 0;
-    exact_trim(ps, e);
+    exact_trim(ps, e, false);
 }
 
 /* An aligned power of two up to order 6 goes on its order's list, any other
@@ -510,7 +527,7 @@ static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists 
     }
     if (!e) return false;
     exact_push(ps, e, s);
-    exact_trim(ps, e); /* may give s itself to the zone: s is not read after it */
+    exact_trim(ps, e, true); /* may give s itself to the zone: s is not read after it */
     after_free(ps, exact_order(n), n, pressure);
     return true;
 }
@@ -553,6 +570,26 @@ static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
     return s;
 }
 
+/* A miss on the exact lists (ps->lock held): spans of n pages from the
+ * zone's depot, up to two batches' worth or the lists' room (the first
+ * for the caller, the rest kept), else one span from the buddy lists; one
+ * zone hold.  NULL: the zone has none (the caller retries unlocked). */
+static struct span *exact_refill(struct pageset *ps, uint32_t n) {
+    struct exact_lists *e = ps->exact;
+    struct span *got[ZONE_REFILL_MAX];
+    long want = 1;
+    if (e && e->pages + (long)n <= e->high) {
+        long room = 1 + (e->high - e->pages) / (long)n, batches = 2 * ps->batch / (long)n;
+        want = room < batches ? room : batches;
+        if (want < 1) want = 1;
+    }
+    long k = zone_refill(n, want, got, NULL);
+    if (k <= 0) return NULL;
+    for (long i = 1; i < k; i++) exact_push(ps, e, got[i]);
+    span_set_kind(got[0], SPAN_TAKEN);
+    return got[0];
+}
+
 #ifdef FOLIO_DEBUG
 static size_t check_one(struct pageset *ps);
 /* debug builds: every 64th pageset release on the main paths checks that
@@ -583,7 +620,7 @@ static void reclaim_due(void) {
         long cap = 4 * ps->batch < ps->high ? 4 * ps->batch : ps->high;
         if (ps->count > cap) {
             ps->reclaim_caps++;
-            drain(ps, ps->count - cap, 0);
+            drain(ps, ps->count - cap, 0, false);
         }
         lock_release(&ps->lock);
     }
@@ -619,8 +656,9 @@ static struct span *pcp_alloc(size_t npages) {
     struct pageset *ps = take_pageset();
     if (!ps) return zone_alloc_pages(npages, 1);
     uint64_t refills = ps->refills;
-    struct span *s = pcp_order_fits((uint32_t)npages, 0) ? alloc_on(ps, (unsigned)__builtin_ctzl(npages))
-                                                           : exact_alloc_on(ps, (uint32_t)npages);
+    bool order = pcp_order_fits((uint32_t)npages, 0);
+    struct span *s = order ? alloc_on(ps, (unsigned)__builtin_ctzl(npages)) : exact_alloc_on(ps, (uint32_t)npages);
+    if (!s && !order) s = exact_refill(ps, (uint32_t)npages);
     bool refilled = ps->refills != refills;
     debug_check(ps);
     lock_release(&ps->lock);
@@ -728,7 +766,7 @@ void pageset_drain_all(void) {
     for (int i = 0; i < nr_pagesets; i++) {
         struct pageset *ps = &pagesets[i];
         lock_acquire(&ps->lock);
-        drain(ps, ps->count, 0);
+        drain(ps, ps->count, 0, false);
         lock_release(&ps->lock);
     }
 }

@@ -25,6 +25,12 @@
  *    a block is taken from the fullest chunk among the first few of its
  *    list, so partly used chunks fill up and sparse ones drain into whole
  *    free chunks (which purge whole and keep a huge page whole, thp.c);
+ *  - the depot holds whole spans the pagesets gave back for want of room,
+ *    by page count, out of the buddy lists (kind SPAN_PCP_FREE, span_of
+ *    entries NULL: nothing merges with them), each with the time it was
+ *    put in freed_at; depot_pages counts their pages; a span put more than
+ *    purge_delay_ms ago goes to the buddy lists, with that time, at the
+ *    next purge (see "the depot" below);
  *  - arenas (internal.h): the first chunk of each holds the arena's metadata
  *    in its first ARENA_META_PAGES pages, which no block covers, so it is
  *    never a whole free chunk and never unmapped; head->state says which
@@ -38,6 +44,7 @@
 
 #define SPAN_DIRTY_LISTED 0x4u
 
+struct depot_size;
 static FORK_STATE struct zone {
     lock_t lock;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
@@ -51,8 +58,11 @@ static FORK_STATE struct zone {
     struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
     uint32_t odd_next;
     struct zone_stats st;
+    struct depot_size **depot; /* by page count; NULL until the first put */
+    long depot_pages;
+    uint64_t depot_nonempty[CHUNK_PAGES / 64];
     /* copies of counters for readers that do not take the lock */
-    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
+    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub, depot_pages_pub;
 } zone = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
@@ -78,6 +88,7 @@ static void zone_unlock(void) {
     atomic_store_explicit(&zone.dirty_pages_pub, zone.st.dirty_pages, memory_order_relaxed);
     atomic_store_explicit(&zone.free_pages_pub, zone.st.free_pages, memory_order_relaxed);
     atomic_store_explicit(&zone.chunks_pub, zone.st.chunks, memory_order_relaxed);
+    atomic_store_explicit(&zone.depot_pages_pub, (uint64_t)zone.depot_pages, memory_order_relaxed);
     lock_release(&zone.lock);
 }
 
@@ -207,6 +218,8 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
     }
 }
 
+static void depot_expire(uint64_t before);
+
 /* ---- chunks ---- */
 
 /* Descriptors chunk_add may use: the blocks of a metadata chunk's free part
@@ -314,6 +327,7 @@ static bool chunk_grow(bool whole) {
 size_t zone_release_free(void) {
     size_t released = 0;
     zone_lock();
+    depot_expire(UINT64_MAX); /* its spans' chunks may then be whole */
     for (struct arena_head *head = zone.arenas; head; head = head->next) /* worth a retry now */
         for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
             if (head->state[i] == CHUNK_OCCUPIED) head->state[i] = CHUNK_NONE;
@@ -474,12 +488,11 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
 /* packed: an odd size may be carved right after the last one (next fit);
  * a block that realloc will grow is not, so the rest of its power-of-two
  * block stays free behind it for zone_resize */
-static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
+static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
     unsigned order = order_for(want);
     bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
-    zone_lock();
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         if (odd && zone.odd_chunk) d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
@@ -497,6 +510,11 @@ static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
         }
         zone.st.pages_from_zone += npages;
     }
+    return d;
+}
+static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
+    zone_lock();
+    struct span *d = zone_alloc_locked(npages, align_pages, packed);
     zone_unlock();
     return d;
 }
@@ -559,6 +577,131 @@ void zone_free_bulk(struct span *list) {
         struct span *s = list;
         list = s->next;
         if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
+    }
+    zone_unlock();
+}
+
+/* ---- the depot ----
+ *
+ * A block allocated on one CPU and freed on another leaves the first CPU's
+ * pageset short of its size and the second one's over its high: without
+ * more, each such block costs one span carved from the buddy lists and one
+ * merged back, under this lock, per CPU (the pool's 4-64 KiB bursts: ~40 k
+ * a second at 2 threads, 400 ns held each, mostly cache misses on
+ * descriptors and span_of entries the other CPU wrote last).  The depot is
+ * where the second CPU's overflow waits for the first CPU's miss: spans of
+ * one page count in an array (TCMalloc's transfer cache; the kernel has
+ * none, its batches alone serve it), put and taken in batches, a pointer
+ * move each, without reading a descriptor under the lock.
+ *
+ * Bounds: at most DEPOT_SLOTS spans of a size, and the pages the putter
+ * allows (the pagesets pass a share of the zone, 0 under memory pressure);
+ * what does not fit goes to the buddy lists in the same hold.  Memory is
+ * kept no longer than the buddy lists would have kept it resident: a span
+ * put more than purge_delay_ms ago goes to them at the next zone_purge,
+ * which purges it in the same pass, and every span at malloc_trim and
+ * address-space reclaim. */
+#define DEPOT_SLOTS ZONE_REFILL_MAX
+struct depot_size {
+    uint32_t n;                     /* spans held */
+    struct span *slot[DEPOT_SLOTS]; /* oldest first */
+};
+
+static struct depot_size *depot_of(uint32_t npages, bool make) {
+    if (!zone.depot && (!make || !(zone.depot = meta_alloc(sizeof(struct depot_size *) * CHUNK_PAGES))))
+        return NULL;
+    if (!zone.depot[npages] && make) zone.depot[npages] = meta_alloc(sizeof(struct depot_size));
+    return zone.depot[npages];
+}
+
+/* A depot span to the buddy lists, freed when it was put (lock held). */
+static void depot_release(struct span *s) {
+    if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
+    range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, s->freed_at, s);
+}
+
+/* Release the depot's spans put before `before` (UINT64_MAX: all), oldest
+ * first, to the buddy lists (lock held, descriptors reserved as they go). */
+static void depot_expire(uint64_t before) {
+    for (uint32_t w = 0; zone.depot && w < CHUNK_PAGES / 64; w++)
+        for (uint64_t bits = zone.depot_nonempty[w]; bits; bits &= bits - 1) {
+            uint32_t npages = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            struct depot_size *d = zone.depot[npages];
+            uint32_t k = 0;
+            while (k < d->n && (before == UINT64_MAX || d->slot[k]->freed_at < before) &&
+                   desc_reserve(2 * MAX_ORDER + 2))
+                depot_release(d->slot[k++]);
+            if (!k) continue;
+            memmove(d->slot, d->slot + k, sizeof d->slot[0] * (d->n - k));
+            d->n -= k;
+            zone.depot_pages -= (long)k * npages;
+            zone.st.depot_released += k;
+            if (!d->n) zone.depot_nonempty[w] &= ~(1ull << (npages % 64));
+        }
+}
+
+/* Up to n (at most DEPOT_SLOTS) spans of npages pages from the depot, the
+ * most recently put first, into out[] (kind SPAN_PCP_FREE, as put); when
+ * it has none, *list gets up to n blocks from the buddy lists for an
+ * aligned power of two up to PCP_MAX_ORDER pages (linked through ->next,
+ * kind SPAN_TAKEN), one span for any other size (out[0], SPAN_TAKEN).  One
+ * lock hold.  Returns the spans in out[]. */
+long zone_refill(uint32_t npages, long n, struct span **out, struct span **list) {
+    long got = 0;
+    if (list) *list = NULL;
+    if (n > DEPOT_SLOTS) n = DEPOT_SLOTS;
+    zone_lock();
+    struct depot_size *d = zone.depot ? zone.depot[npages] : NULL;
+    if (d && d->n) {
+        got = n < (long)d->n ? n : (long)d->n;
+        for (long i = 0; i < got; i++) out[i] = d->slot[--d->n];
+        if (!d->n) zone.depot_nonempty[npages / 64] &= ~(1ull << (npages % 64));
+        zone.depot_pages -= got * (long)npages;
+        zone.st.depot_gets += (uint64_t)got;
+        zone.st.pages_from_zone += (uint64_t)got * npages;
+    } else if (list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER)) {
+        unsigned order = (unsigned)__builtin_ctz(npages);
+        long taken = 0;
+        while (taken < n && desc_reserve(MAX_ORDER + 1)) {
+            struct span *b = block_take(order);
+            if (!b) break;
+            b->next = *list;
+            *list = b;
+            taken++;
+        }
+        zone.st.pages_from_zone += (uint64_t)taken << order;
+    } else {
+        struct span *s = zone_alloc_locked(npages, 1, true);
+        if (s) out[got++] = s;
+    }
+    zone_unlock();
+    return got;
+}
+
+/* The pagesets' overflow (a list through ->next, of any sizes below a
+ * chunk): into the depot while it holds fewer than max_pages pages and its
+ * size has a free slot, the rest to the buddy lists; one lock hold. */
+void zone_depot_put(struct span *list, long max_pages) {
+    uint64_t now = os_now_ms();
+    for (struct span *s = list; s; s = s->next) s->freed_at = now; /* before the lock: the caller's lines */
+    zone_lock();
+    while (list) {
+        struct span *s = list;
+        list = s->next;
+        uint32_t npages = s->npages;
+        struct depot_size *d = npages < CHUNK_PAGES && zone.depot_pages + (long)npages <= max_pages
+                                   ? depot_of(npages, true)
+                                   : NULL;
+        zone.st.pages_to_zone += npages;
+        if (d && d->n < DEPOT_SLOTS) {
+            d->slot[d->n++] = s;
+            zone.depot_nonempty[npages / 64] |= 1ull << (npages % 64);
+            zone.depot_pages += npages;
+            zone.st.depot_puts++;
+            continue;
+        }
+        zone.st.depot_full++;
+        if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
     }
     zone_unlock();
 }
@@ -635,6 +778,10 @@ size_t zone_purge(bool all, size_t budget) {
     size_t done = 0;
     struct span *kept = NULL; /* the first block left whole in this pass: the walk ends there */
     zone_lock();
+    /* the depot's spans that would have been purged by now had they gone
+     * to the buddy lists go there now, and are purged below */
+    uint64_t delay = (uint64_t)opt.purge_delay_ms;
+    depot_expire(all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0);
     for (;;) {
         struct span *d = zone.dirty_head;
         if (!d || d == kept || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
@@ -713,13 +860,20 @@ size_t zone_collapse_dense(unsigned max) {
     return done;
 }
 
+/* dirty free memory, the depot's included (the purger's backlog) */
 size_t zone_dirty_bytes(void) {
-    return (size_t)atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) << PAGE_SHIFT;
+    return (size_t)(atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) +
+                    atomic_load_explicit(&zone.depot_pages_pub, memory_order_relaxed))
+           << PAGE_SHIFT;
 }
 
+/* free_pages and dirty_pages count the depot's spans (free, dirty) */
 void zone_stats(struct zone_stats *st) {
     zone_lock();
     *st = zone.st;
+    st->depot_pages = (uint64_t)zone.depot_pages;
+    st->free_pages += st->depot_pages;
+    st->dirty_pages += st->depot_pages;
     zone_unlock();
 }
 
@@ -792,6 +946,21 @@ static size_t check_locked(void) {
     }
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
+    long depot = 0;
+    for (uint32_t n = 1; zone.depot && n < CHUNK_PAGES; n++) {
+        struct depot_size *d = zone.depot[n];
+        bad += !!(zone.depot_nonempty[n / 64] & (1ull << (n % 64))) != (d && d->n);
+        for (uint32_t k = 0; d && k < d->n && k < DEPOT_SLOTS; k++) {
+            struct span *s = d->slot[k];
+            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES;
+            bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
+            bad += atomic_load(&s->chunk->span_of[s->page_idx]) != NULL;
+            bad += k > 0 && d->slot[k - 1]->freed_at > s->freed_at;
+            depot += n;
+        }
+        bad += d && d->n > DEPOT_SLOTS;
+    }
+    bad += depot != zone.depot_pages;
     return bad;
 }
 
