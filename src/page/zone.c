@@ -643,26 +643,30 @@ static void depot_expire(uint64_t before) {
 /* Up to n (at most DEPOT_SLOTS) spans of npages pages from the depot, the
  * most recently put first, into out[] (kind SPAN_PCP_FREE, as put); when
  * it has none, *list gets up to n blocks from the buddy lists for an
- * aligned power of two up to PCP_MAX_ORDER pages (linked through ->next,
- * kind SPAN_TAKEN), one span for any other size (out[0], SPAN_TAKEN).  One
- * lock hold.  Returns the spans in out[]. */
+ * aligned power of two up to PCP_MAX_ORDER pages (an order list's refill,
+ * list non-NULL) the rest of the n from the buddy lists (linked through
+ * ->next, kind SPAN_TAKEN); for any other size, when the depot has none,
+ * one span from the buddy lists (out[0], SPAN_TAKEN).  One lock hold.
+ * Returns the spans in out[]. */
 long zone_refill(uint32_t npages, long n, struct span **out, struct span **list) {
     long got = 0;
     if (list) *list = NULL;
-    if (n > DEPOT_SLOTS) n = DEPOT_SLOTS;
     zone_lock();
     struct depot_size *d = zone.depot ? zone.depot[npages] : NULL;
     if (d && d->n) {
         got = n < (long)d->n ? n : (long)d->n;
+        if (got > DEPOT_SLOTS) got = DEPOT_SLOTS;
         for (long i = 0; i < got; i++) out[i] = d->slot[--d->n];
         if (!d->n) zone.depot_nonempty[npages / 64] &= ~(1ull << (npages % 64));
         zone.depot_pages -= got * (long)npages;
         zone.st.depot_gets += (uint64_t)got;
         zone.st.pages_from_zone += (uint64_t)got * npages;
-    } else if (list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER)) {
+    }
+    if (list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER)) {
+        /* an order list: the rest of the refill from the buddy lists */
         unsigned order = (unsigned)__builtin_ctz(npages);
         long taken = 0;
-        while (taken < n && desc_reserve(MAX_ORDER + 1)) {
+        while (got + taken < n && desc_reserve(MAX_ORDER + 1)) {
             struct span *b = block_take(order);
             if (!b) break;
             b->next = *list;
@@ -670,7 +674,7 @@ long zone_refill(uint32_t npages, long n, struct span **out, struct span **list)
             taken++;
         }
         zone.st.pages_from_zone += (uint64_t)taken << order;
-    } else {
+    } else if (!got) {
         struct span *s = zone_alloc_locked(npages, 1, true);
         if (s) out[got++] = s;
     }
