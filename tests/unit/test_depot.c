@@ -1,0 +1,122 @@
+/* Unit test: the zone's depot (zone.c).  Spans a pageset gives back for
+ * want of room wait there by page count for the next refill of their size,
+ * most recently put first; a put past the bound or past a size's slots goes
+ * to the buddy lists; a span put more than the purge delay ago goes to the
+ * buddy lists at the next purge and is purged in the same pass; malloc_trim
+ * and address-space reclaim empty it; zone_check holds throughout, and the
+ * pagesets' overflow reaches it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "api_layer.h"
+#include "unit.h"
+
+#define K 80
+
+static struct span *take12(void) {
+    struct span *s = zone_alloc_pages(12, 1);
+    if (s) span_set_kind(s, SPAN_PCP_FREE); /* as a pageset holds it */
+    return s;
+}
+
+static struct zone_stats zs(void) {
+    struct zone_stats st;
+    zone_stats(&st);
+    return st;
+}
+
+static struct span *chain(struct span **v, int n) {
+    struct span *list = NULL;
+    for (int i = n - 1; i >= 0; i--) {
+        v[i]->next = list;
+        list = v[i];
+    }
+    return list;
+}
+
+int main(void) {
+    folio_init();
+    opt.purge_thread = 0;
+    opt.purge_delay_ms = 100;
+    static struct span *v[K], *out[ZONE_REFILL_MAX];
+    for (int i = 0; i < K; i++) EXPECT(v[i] = take12(), "12 pages");
+    struct zone_stats a = zs();
+
+    /* put 8: all kept, counted free and dirty */
+    zone_depot_put(chain(v, 8), 1 << 20);
+    struct zone_stats b = zs();
+    EXPECT(b.depot_pages == a.depot_pages + 96 && b.depot_puts == a.depot_puts + 8,
+           "8 spans of 12 pages put: depot %llu pages, %llu puts", (unsigned long long)b.depot_pages,
+           (unsigned long long)(b.depot_puts - a.depot_puts));
+    EXPECT(b.free_pages == a.free_pages + 96 && b.dirty_pages == a.dirty_pages + 96,
+           "depot pages not counted free and dirty");
+    EXPECT(zone_check() == 0, "zone invariants with a depot");
+
+    /* a refill takes the last put first, only of its size */
+    EXPECT(zone_refill(13, 4, out, NULL) == 1 && out[0]->npages == 13 && zs().depot_pages == b.depot_pages,
+           "a 13-page refill took from the 12-page depot");
+    out[0]->flags = 0;
+    zone_free_span(out[0]);
+    long n = zone_refill(12, 3, out, NULL);
+    EXPECT(n == 3 && out[0] == v[7] && out[1] == v[6] && out[2] == v[5], "refill of 3: got %ld, not the last put", n);
+    EXPECT(span_kind(out[0]) == SPAN_PCP_FREE, "a depot span changed kind");
+    EXPECT(zs().depot_gets == b.depot_gets + 3 && zs().depot_pages == b.depot_pages - 36, "depot counts after a refill");
+    zone_depot_put(chain(out, 3), 1 << 20);
+
+    /* the bound: past it, to the buddy lists in the same hold */
+    struct zone_stats c = zs();
+    zone_depot_put(chain(v + 8, 2), 0);
+    EXPECT(zs().depot_pages == c.depot_pages && zs().depot_full == c.depot_full + 2,
+           "a put with no room kept spans");
+    /* a size's slots: at most ZONE_REFILL_MAX spans */
+    zone_depot_put(chain(v + 10, K - 10), 1 << 20);
+    struct zone_stats d = zs();
+    EXPECT(d.depot_pages == (uint64_t)ZONE_REFILL_MAX * 12, "depot holds %llu pages, want %d",
+           (unsigned long long)d.depot_pages, ZONE_REFILL_MAX * 12);
+    EXPECT(zone_check() == 0, "zone invariants with a full size");
+
+    /* age: kept within the delay, to the buddy lists and purged after it */
+    zone_purge(false, 0);
+    EXPECT(zs().depot_pages == d.depot_pages, "the depot expired spans put just now");
+    struct timespec ts = {0, 150 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    uint64_t purged = zs().purged_bytes;
+    zone_purge(false, 0);
+    struct zone_stats e = zs();
+    EXPECT(e.depot_pages == 0 && e.depot_released >= d.depot_released + ZONE_REFILL_MAX,
+           "expired spans left in the depot: %llu pages", (unsigned long long)e.depot_pages);
+    EXPECT(e.purged_bytes > purged, "expired depot spans were not purged in the same pass");
+    EXPECT(zone_check() == 0, "zone invariants after expiry");
+
+    /* malloc_trim empties it at once */
+    for (int i = 0; i < 8; i++) EXPECT(v[i] = take12(), "12 pages");
+    zone_depot_put(chain(v, 8), 1 << 20);
+    EXPECT(zs().depot_pages == 96, "8 spans not kept");
+    page_trim();
+    EXPECT(zs().depot_pages == 0 && zone_check() == 0, "malloc_trim left the depot holding pages");
+    /* and so does address-space reclaim */
+    for (int i = 0; i < 8; i++) EXPECT(v[i] = take12(), "12 pages");
+    zone_depot_put(chain(v, 8), 1 << 20);
+    as_reclaim();
+    EXPECT(zs().depot_pages == 0 && zone_check() == 0, "reclaim left the depot holding pages");
+
+    /* the pagesets' overflow goes there: a burst of 12-page spans freed on
+     * this CPU past its exact lists' bound, then taken again */
+    opt.purge_delay_ms = 100000;
+    static struct span *burst[400];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 400; i++) EXPECT(burst[i] = page_alloc(12, 1), "page_alloc(12)");
+        for (int i = 0; i < 400; i++) page_free(burst[i]);
+    }
+    struct zone_stats f = zs();
+    EXPECT(f.depot_puts > e.depot_puts && f.depot_gets > e.depot_gets,
+           "pageset overflow never used the depot: %llu puts, %llu gets",
+           (unsigned long long)(f.depot_puts - e.depot_puts), (unsigned long long)(f.depot_gets - e.depot_gets));
+    EXPECT(zone_check() == 0 && pageset_check() == 0, "invariants after pageset traffic");
+    pageset_drain_all();
+    page_trim();
+    EXPECT(zs().depot_pages == 0 && zone_check() == 0 && pageset_check() == 0, "drain and trim left pages");
+    puts("depot: ok");
+    return 0;
+}
