@@ -31,8 +31,6 @@ struct zone_stats {
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 struct span *zone_alloc_growable(size_t npages, size_t align_pages); /* room left behind it to grow */
-long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
-                     long *descs_got);
 void zone_free_span(struct span *s);
 size_t zone_managed_pages(void);
 size_t zone_resident_estimate(void);

@@ -521,38 +521,6 @@ static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
 struct span *zone_alloc_pages(size_t npages, size_t align_pages) { return zone_alloc(npages, align_pages, true); }
 struct span *zone_alloc_growable(size_t npages, size_t align_pages) { return zone_alloc(npages, align_pages, false); }
 
-/* Move up to n descriptors from the pool to *stash (lock held). */
-static long descs_give(struct span **stash, long n) {
-    long got = 0;
-    while (got < n && desc_reserve(MAX_ORDER + 2)) {
-        struct span *d = desc_get();
-        d->next = *stash;
-        *stash = d;
-        got++;
-    }
-    return got;
-}
-
-/* Take up to n blocks of `order` in one lock hold, linked through ->next;
- * also move `ndescs` spare descriptors to *stash in the same hold. */
-long zone_alloc_bulk(unsigned order, long n, struct span **list, struct span **stash, long ndescs,
-                     long *descs_got) {
-    long got = 0;
-    *list = NULL;
-    zone_lock();
-    *descs_got = ndescs > 0 ? descs_give(stash, ndescs) : 0;
-    while (got < n && desc_reserve(MAX_ORDER + 1)) {
-        struct span *d = block_take(order);
-        if (!d) break;
-        d->next = *list;
-        *list = d;
-        got++;
-    }
-    zone.st.pages_from_zone += (uint64_t)got << order;
-    zone_unlock();
-    return got;
-}
-
 static void span_release_locked(struct span *s, uint64_t now) {
     zone.st.pages_to_zone += s->npages;
     /* the last odd span carved comes back: the next one starts where it did,
@@ -614,6 +582,15 @@ static struct depot_size *depot_of(uint32_t npages, bool make) {
     return zone.depot[npages];
 }
 
+/* Sizes below a chunk; a power of two up to PCP_MAX_ORDER only aligned to
+ * itself (an order list's refill takes it: the order lists hold aligned
+ * blocks; an unaligned one, from an exact list, goes to the buddy lists). */
+static bool depot_fits(const struct span *s) {
+    uint32_t n = s->npages;
+    bool order_size = (n & (n - 1)) == 0 && n <= (1u << PCP_MAX_ORDER);
+    return n < CHUNK_PAGES && (!order_size || (s->page_idx & (n - 1)) == 0);
+}
+
 /* A depot span to the buddy lists, freed when it was put (lock held). */
 static void depot_release(struct span *s) {
     if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
@@ -640,14 +617,14 @@ static void depot_expire(uint64_t before) {
         }
 }
 
-/* Up to n (at most DEPOT_SLOTS) spans of npages pages from the depot, the
- * most recently put first, into out[] (kind SPAN_PCP_FREE, as put); when
- * it has none, *list gets up to n blocks from the buddy lists for an
- * aligned power of two up to PCP_MAX_ORDER pages (an order list's refill,
- * list non-NULL) the rest of the n from the buddy lists (linked through
- * ->next, kind SPAN_TAKEN); for any other size, when the depot has none,
- * one span from the buddy lists (out[0], SPAN_TAKEN).  One lock hold.
- * Returns the spans in out[]. */
+/* A pageset's refill: up to n (at most DEPOT_SLOTS) spans of npages pages
+ * from the depot, the most recently put first, into out[] (kind
+ * SPAN_PCP_FREE, as put); then, for an order list's refill (list
+ * non-NULL: a power of two up to PCP_MAX_ORDER pages, aligned), the rest
+ * of the n from the buddy lists into *list (linked through ->next, kind
+ * SPAN_TAKEN); for an exact list's, when the depot has none, one span from
+ * the buddy lists (out[0], SPAN_TAKEN).  One lock hold.  Returns the spans
+ * in out[]. */
 long zone_refill(uint32_t npages, long n, struct span **out, struct span **list) {
     long got = 0;
     if (list) *list = NULL;
@@ -686,18 +663,18 @@ long zone_refill(uint32_t npages, long n, struct span **out, struct span **list)
  * chunk): into the depot while it holds fewer than max_pages pages and its
  * size has a free slot, the rest to the buddy lists; one lock hold. */
 void zone_depot_put(struct span *list, long max_pages) {
-    uint64_t now = os_now_ms();
-    for (struct span *s = list; s; s = s->next) s->freed_at = now; /* before the lock: the caller's lines */
     zone_lock();
+    uint64_t now = os_now_ms(); /* under the lock: each size's slots stay in put order */
     while (list) {
         struct span *s = list;
         list = s->next;
         uint32_t npages = s->npages;
-        struct depot_size *d = npages < CHUNK_PAGES && zone.depot_pages + (long)npages <= max_pages
+        struct depot_size *d = depot_fits(s) && zone.depot_pages + (long)npages <= max_pages
                                    ? depot_of(npages, true)
                                    : NULL;
         zone.st.pages_to_zone += npages;
         if (d && d->n < DEPOT_SLOTS) {
+            s->freed_at = now; /* the caller's line: it just took s off its lists */
             d->slot[d->n++] = s;
             zone.depot_nonempty[npages / 64] |= 1ull << (npages % 64);
             zone.depot_pages += npages;
@@ -705,6 +682,7 @@ void zone_depot_put(struct span *list, long max_pages) {
             continue;
         }
         zone.st.depot_full++;
+        s->freed_at = now;
         if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
     }
     zone_unlock();
@@ -956,7 +934,7 @@ static size_t check_locked(void) {
         bad += !!(zone.depot_nonempty[n / 64] & (1ull << (n % 64))) != (d && d->n);
         for (uint32_t k = 0; d && k < d->n && k < DEPOT_SLOTS; k++) {
             struct span *s = d->slot[k];
-            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES;
+            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES || !depot_fits(s);
             bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
             bad += atomic_load(&s->chunk->span_of[s->page_idx]) != NULL;
             bad += k > 0 && d->slot[k - 1]->freed_at > s->freed_at;
