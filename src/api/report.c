@@ -162,6 +162,11 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "zone_dirty_pages", s.zs.dirty_pages);
     kv(&b, "zone_chunks", s.zs.chunks);
     kv(&b, "zone_meta_pages", s.zs.meta_pages);
+    kv(&b, "zone_depot_pages", s.zs.depot_pages);
+    kv(&b, "zone_depot_gets", s.zs.depot_gets);
+    kv(&b, "zone_depot_puts", s.zs.depot_puts);
+    kv(&b, "zone_depot_full", s.zs.depot_full);
+    kv(&b, "zone_depot_released", s.zs.depot_released);
     kv(&b, "pcp_refills", s.pcp.refills);
     kv(&b, "pcp_drains", s.pcp.drains);
     kv(&b, "free_high_drains", s.pcp.free_high_drains);

@@ -12,9 +12,13 @@
  *    kernel's pageblock-order pages do);
  *  - high_min <= high <= high_max after every operation; in manual mode
  *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
- *  - a free that finds count >= high drains the oldest blocks to the zone,
- *    in batch-sized zone-lock holds, and so does an allocation whose carved
- *    tail brings count to high;
+ *  - a free that finds count >= high drains the oldest blocks to the
+ *    zone's depot (zone.c), up to 32 batches per zone-lock hold, where they
+ *    wait for the next pageset that misses their size; a decay, the
+ *    reclaim cap and drain_all give theirs to the buddy lists, a batch per
+ *    hold (to merge, and be purged);
+ *  - a refill takes what the depot holds of its order first, then the
+ *    buddy lists' blocks, in one zone-lock hold;
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them;
  *  - a span of any other size below a chunk (an odd page count, or a power
@@ -22,8 +26,12 @@
  *    list of its page count, counted in count with its pages, and drained
  *    whole: the zone carved it (next fit, in a chunk of large spans) and
  *    merges it back.  A free of such a span is a cache of it for the next
- *    request of the same size; a miss takes it from the zone, one span at
- *    a time (no refill: sizes that never repeat would fill the lists).
+ *    request of the same size.  A miss takes spans of its size from the
+ *    depot, up to two batches' worth within the lists' bound (a size some
+ *    pageset had to give back: it repeats), else one span from the buddy
+ *    lists (no refill: sizes that never repeat would fill the lists); a
+ *    free past the lists' bound trims them a batch below it, into the
+ *    depot.
  *
  * What the kernel's quantities mean here:
  *  - the zone size is the chunks the zone has put in use (no cap), at
