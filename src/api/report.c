@@ -165,7 +165,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "zone_depot_pages", s.zs.depot_pages);
     kv(&b, "zone_depot_gets", s.zs.depot_gets);
     kv(&b, "zone_depot_puts", s.zs.depot_puts);
-    kv(&b, "zone_depot_full", s.zs.depot_full);
+    kv(&b, "zone_depot_bypassed", s.zs.depot_bypassed);
     kv(&b, "zone_depot_released", s.zs.depot_released);
     kv(&b, "pcp_refills", s.pcp.refills);
     kv(&b, "pcp_drains", s.pcp.drains);

@@ -25,9 +25,11 @@ struct zone_stats {
     uint64_t free_pages, dirty_pages, chunks;
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
     /* the depot (zone.c): pages held (in free_pages and dirty_pages too),
-     * spans taken from it, put in it, put when it was full (to the buddy
-     * lists), and released to the buddy lists by age, trim or reclaim */
-    uint64_t depot_pages, depot_gets, depot_puts, depot_full, depot_released;
+     * spans taken from it, put in it, given to it that went on to the
+     * buddy lists (no room, or an exact list's size from a pageset whose
+     * exact lists miss), and released to the buddy lists by age, trim or
+     * reclaim */
+    uint64_t depot_pages, depot_gets, depot_puts, depot_bypassed, depot_released;
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 struct span *zone_alloc_growable(size_t npages, size_t align_pages); /* room left behind it to grow */
@@ -39,7 +41,7 @@ void zone_free_bulk(struct span *list);
 /* the depot (zone.c): a pageset's refill of npages-page spans, and its
  * overflow, each in one lock hold */
 long zone_refill(uint32_t npages, long n, struct span **out, struct span **list);
-void zone_depot_put(struct span *list, long max_pages);
+void zone_depot_put(struct span *list, long max_pages, bool exact);
 #define ZONE_REFILL_MAX 64 /* out[] of zone_refill: at most this many spans */
 /* Purge dirty free blocks free for the delay (all: every one now), at most
  * `budget` bytes (0: no bound). */

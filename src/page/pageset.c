@@ -250,6 +250,14 @@ static void exact_decay(struct pageset *ps);
  * limits derive from; none under memory pressure. */
 static long zone_size_pages(void);
 static long depot_bound(void) { return pressure_peek() ? 0 : zone_size_pages() / 16; }
+/* Spans of the exact lists go to the depot only while the lists hit at
+ * least as often as they miss (since the last decay): their sizes repeat.
+ * (A program whose large blocks are of sizes that never repeat, as
+ * alloc/mixed's 32 KiB-1 MiB, would fill the depot with spans nobody takes,
+ * which pin their chunks for a purge delay: its heap grew by a third.) */
+static bool exact_repeats(const struct pageset *ps) {
+    return ps->exact && ps->exact->hits_win >= ps->exact->misses_win;
+}
 
 /* overflow: the pageset is over its high (a free, a trim); its blocks wait
  * in the zone's depot for the next pageset that misses their size, in
@@ -276,7 +284,7 @@ static void drain(struct pageset *ps, long pages, unsigned first, bool overflow)
             chunk += s->npages;
         }
         pages -= chunk;
-        if (overflow) zone_depot_put(list, depot_bound());
+        if (overflow) zone_depot_put(list, depot_bound(), exact_repeats(ps));
         else zone_free_bulk(list);
     }
 }
@@ -509,7 +517,7 @@ static void exact_trim(struct pageset *ps, struct exact_lists *e, bool overflow)
         s->next = list;
         list = s;
     }
-    if (list && overflow) zone_depot_put(list, depot_bound());
+    if (list && overflow) zone_depot_put(list, depot_bound(), exact_repeats(ps));
     else if (list) zone_free_bulk(list);
 }
 

@@ -582,13 +582,15 @@ static struct depot_size *depot_of(uint32_t npages, bool make) {
     return zone.depot[npages];
 }
 
-/* Sizes below a chunk; a power of two up to PCP_MAX_ORDER only aligned to
- * itself (an order list's refill takes it: the order lists hold aligned
- * blocks; an unaligned one, from an exact list, goes to the buddy lists). */
-static bool depot_fits(const struct span *s) {
+/* What the depot takes: an order list's block (a power of two up to
+ * PCP_MAX_ORDER pages, aligned to itself: an order list's refill takes it
+ * back), and, when exact, an exact list's span of another size below a
+ * chunk (never a power of two up to PCP_MAX_ORDER that is not aligned: an
+ * order list's refill would take it). */
+static bool depot_fits(const struct span *s, bool exact) {
     uint32_t n = s->npages;
-    bool order_size = (n & (n - 1)) == 0 && n <= (1u << PCP_MAX_ORDER);
-    return n < CHUNK_PAGES && (!order_size || (s->page_idx & (n - 1)) == 0);
+    if ((n & (n - 1)) == 0 && n <= (1u << PCP_MAX_ORDER)) return (s->page_idx & (n - 1)) == 0;
+    return exact && n < CHUNK_PAGES;
 }
 
 /* A depot span to the buddy lists, freed when it was put (lock held). */
@@ -659,17 +661,20 @@ long zone_refill(uint32_t npages, long n, struct span **out, struct span **list)
     return got;
 }
 
-/* The pagesets' overflow (a list through ->next, of any sizes below a
- * chunk): into the depot while it holds fewer than max_pages pages and its
- * size has a free slot, the rest to the buddy lists; one lock hold. */
-void zone_depot_put(struct span *list, long max_pages) {
+/* A pageset's overflow (a list through ->next): into the depot while it
+ * holds fewer than max_pages pages and its size has a free slot, the rest
+ * to the buddy lists; exact: spans of the exact lists' sizes too (the
+ * pageset's exact lists hit: its sizes repeat; spans of sizes that do not
+ * would only pin their chunks), else those to the buddy lists.  One lock
+ * hold. */
+void zone_depot_put(struct span *list, long max_pages, bool exact) {
     zone_lock();
     uint64_t now = os_now_ms(); /* under the lock: each size's slots stay in put order */
     while (list) {
         struct span *s = list;
         list = s->next;
         uint32_t npages = s->npages;
-        struct depot_size *d = depot_fits(s) && zone.depot_pages + (long)npages <= max_pages
+        struct depot_size *d = depot_fits(s, exact) && zone.depot_pages + (long)npages <= max_pages
                                    ? depot_of(npages, true)
                                    : NULL;
         zone.st.pages_to_zone += npages;
@@ -681,7 +686,7 @@ void zone_depot_put(struct span *list, long max_pages) {
             zone.st.depot_puts++;
             continue;
         }
-        zone.st.depot_full++;
+        zone.st.depot_bypassed++;
         s->freed_at = now;
         if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
     }
@@ -934,7 +939,7 @@ static size_t check_locked(void) {
         bad += !!(zone.depot_nonempty[n / 64] & (1ull << (n % 64))) != (d && d->n);
         for (uint32_t k = 0; d && k < d->n && k < DEPOT_SLOTS; k++) {
             struct span *s = d->slot[k];
-            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES || !depot_fits(s);
+            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES || !depot_fits(s, true);
             bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
             bad += atomic_load(&s->chunk->span_of[s->page_idx]) != NULL;
             bad += k > 0 && d->slot[k - 1]->freed_at > s->freed_at;

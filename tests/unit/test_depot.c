@@ -1,10 +1,11 @@
 /* Unit test: the zone's depot (zone.c).  Spans a pageset gives back for
  * want of room wait there by page count for the next refill of their size,
  * most recently put first; a put past the bound or past a size's slots goes
- * to the buddy lists; a span put more than the purge delay ago goes to the
- * buddy lists at the next purge and is purged in the same pass; malloc_trim
- * and address-space reclaim empty it; zone_check holds throughout, and the
- * pagesets' overflow reaches it. */
+ * to the buddy lists, and so does an exact list's span from a pageset whose
+ * exact lists miss more than they hit; a span put more than the purge
+ * delay ago goes to the buddy lists at the next purge and is purged in the
+ * same pass; malloc_trim and address-space reclaim empty it; zone_check
+ * holds throughout, and the pagesets' overflow reaches it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -44,7 +45,7 @@ int main(void) {
     struct zone_stats a = zs();
 
     /* put 8: all kept, counted free and dirty */
-    zone_depot_put(chain(v, 8), 1 << 20);
+    zone_depot_put(chain(v, 8), 1 << 20, true);
     struct zone_stats b = zs();
     EXPECT(b.depot_pages == a.depot_pages + 96 && b.depot_puts == a.depot_puts + 8,
            "8 spans of 12 pages put: depot %llu pages, %llu puts", (unsigned long long)b.depot_pages,
@@ -62,15 +63,29 @@ int main(void) {
     EXPECT(n == 3 && out[0] == v[7] && out[1] == v[6] && out[2] == v[5], "refill of 3: got %ld, not the last put", n);
     EXPECT(span_kind(out[0]) == SPAN_PCP_FREE, "a depot span changed kind");
     EXPECT(zs().depot_gets == b.depot_gets + 3 && zs().depot_pages == b.depot_pages - 36, "depot counts after a refill");
-    zone_depot_put(chain(out, 3), 1 << 20);
+    zone_depot_put(chain(out, 3), 1 << 20, true);
 
     /* the bound: past it, to the buddy lists in the same hold */
     struct zone_stats c = zs();
-    zone_depot_put(chain(v + 8, 2), 0);
-    EXPECT(zs().depot_pages == c.depot_pages && zs().depot_full == c.depot_full + 2,
+    zone_depot_put(chain(v + 8, 2), 0, true);
+    EXPECT(zs().depot_pages == c.depot_pages && zs().depot_bypassed == c.depot_bypassed + 2,
            "a put with no room kept spans");
+    /* not exact (the pageset's exact lists miss): an exact list's size goes
+     * to the buddy lists, an order list's aligned block to the depot */
+    struct zone_stats c2 = zs();
+    struct span *eight = zone_alloc_pages(8, 8), *twelve = take12(), *list = NULL;
+    EXPECT(eight && twelve, "8 and 12 pages");
+    span_set_kind(eight, SPAN_PCP_FREE);
+    twelve->next = eight;
+    eight->next = NULL;
+    zone_depot_put(twelve, 1 << 20, false);
+    EXPECT(zs().depot_pages == c2.depot_pages + 8 && zs().depot_bypassed == c2.depot_bypassed + 1,
+           "not exact: depot %llu pages (+8 wanted), full +%llu (1 wanted)",
+           (unsigned long long)zs().depot_pages, (unsigned long long)(zs().depot_bypassed - c2.depot_bypassed));
+    EXPECT(zone_refill(8, 1, out, &list) == 1 && out[0] == eight && !list, "the 8-page block not taken back");
+    zone_free_span(eight);
     /* a size's slots: at most ZONE_REFILL_MAX spans */
-    zone_depot_put(chain(v + 10, K - 10), 1 << 20);
+    zone_depot_put(chain(v + 10, K - 10), 1 << 20, true);
     struct zone_stats d = zs();
     EXPECT(d.depot_pages == (uint64_t)ZONE_REFILL_MAX * 12, "depot holds %llu pages, want %d",
            (unsigned long long)d.depot_pages, ZONE_REFILL_MAX * 12);
@@ -91,13 +106,13 @@ int main(void) {
 
     /* malloc_trim empties it at once */
     for (int i = 0; i < 8; i++) EXPECT(v[i] = take12(), "12 pages");
-    zone_depot_put(chain(v, 8), 1 << 20);
+    zone_depot_put(chain(v, 8), 1 << 20, true);
     EXPECT(zs().depot_pages == 96, "8 spans not kept");
     page_trim();
     EXPECT(zs().depot_pages == 0 && zone_check() == 0, "malloc_trim left the depot holding pages");
     /* and so does address-space reclaim */
     for (int i = 0; i < 8; i++) EXPECT(v[i] = take12(), "12 pages");
-    zone_depot_put(chain(v, 8), 1 << 20);
+    zone_depot_put(chain(v, 8), 1 << 20, true);
     as_reclaim();
     EXPECT(zs().depot_pages == 0 && zone_check() == 0, "reclaim left the depot holding pages");
 
