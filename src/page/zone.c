@@ -146,13 +146,27 @@ static void free_add(struct chunk *c, long n) {
 
 static void list_add(struct span *d) { span_list_push(list_head(d), d); }
 static void list_del(struct span *d) { span_list_remove(list_head(d), d); }
+/* Set while the depot's expired spans go to the buddy lists (lock held):
+ * a block freed before this (expired: the span did not merge with a
+ * buddy freed since) goes to the head of the dirty list, where this pass
+ * of the purge finds it; at the tail it would wait behind blocks freed
+ * since it was put. */
+static uint64_t dirty_head_before;
 static void dirty_add(struct span *d) {
     d->flags |= SPAN_DIRTY_LISTED;
-    d->dnext = NULL;
-    d->dprev = zone.dirty_tail;
-    if (zone.dirty_tail) zone.dirty_tail->dnext = d;
-    else zone.dirty_head = d;
-    zone.dirty_tail = d;
+    if (d->freed_at < dirty_head_before) {
+        d->dprev = NULL;
+        d->dnext = zone.dirty_head;
+        if (zone.dirty_head) zone.dirty_head->dprev = d;
+        else zone.dirty_tail = d;
+        zone.dirty_head = d;
+    } else {
+        d->dnext = NULL;
+        d->dprev = zone.dirty_tail;
+        if (zone.dirty_tail) zone.dirty_tail->dnext = d;
+        else zone.dirty_head = d;
+        zone.dirty_tail = d;
+    }
     zone.st.dirty_pages += d->npages;
 }
 static void dirty_del(struct span *d) {
@@ -602,6 +616,7 @@ static void depot_release(struct span *s) {
 /* Release the depot's spans put before `before` (UINT64_MAX: all), oldest
  * first, to the buddy lists (lock held, descriptors reserved as they go). */
 static void depot_expire(uint64_t before) {
+    dirty_head_before = before;
     for (uint32_t w = 0; zone.depot && w < CHUNK_PAGES / 64; w++)
         for (uint64_t bits = zone.depot_nonempty[w]; bits; bits &= bits - 1) {
             uint32_t npages = w * 64 + (uint32_t)__builtin_ctzll(bits);
@@ -617,6 +632,7 @@ static void depot_expire(uint64_t before) {
             zone.st.depot_released += k;
             if (!d->n) zone.depot_nonempty[w] &= ~(1ull << (npages % 64));
         }
+    dirty_head_before = 0;
 }
 
 /* A pageset's refill: up to n (at most DEPOT_SLOTS) spans of npages pages
