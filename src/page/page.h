@@ -19,17 +19,17 @@ static inline unsigned block_order_at(uint32_t idx, uint32_t end, unsigned max_o
 
 /* ---------------------------------------------------------------- zone */
 struct zone_stats {
+    /* what every hold writes first (one cache line in the zone) */
     uint64_t lock_acquired, lock_contended;
     uint64_t pages_from_zone, pages_to_zone;
+    /* the depot (zone.c): spans taken from it, put in it, given to it that
+     * went on to the buddy lists (no room, or an exact list's size from a
+     * pageset whose exact lists miss), and released to the buddy lists by
+     * age, trim or reclaim; pages held (in free_pages and dirty_pages too) */
+    uint64_t depot_gets, depot_puts, depot_bypassed, depot_released, depot_pages;
     uint64_t purges, purged_bytes;
     uint64_t free_pages, dirty_pages, chunks;
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
-    /* the depot (zone.c): pages held (in free_pages and dirty_pages too),
-     * spans taken from it, put in it, given to it that went on to the
-     * buddy lists (no room, or an exact list's size from a pageset whose
-     * exact lists miss), and released to the buddy lists by age, trim or
-     * reclaim */
-    uint64_t depot_pages, depot_gets, depot_puts, depot_bypassed, depot_released;
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
 struct span *zone_alloc_growable(size_t npages, size_t align_pages); /* room left behind it to grow */

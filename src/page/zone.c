@@ -45,8 +45,17 @@
 #define SPAN_DIRTY_LISTED 0x4u
 
 struct depot_size;
+/* Laid out for the holds that only move depot spans (most of them, in a
+ * program whose blocks cross CPUs): the lock, the depot's bookkeeping and
+ * its published size share the first line, the counters every hold writes
+ * the next one; the published copies are stored only when they changed,
+ * and the non-empty bits only when a size empties or fills. */
 static FORK_STATE struct zone {
     lock_t lock;
+    struct depot_size **depot; /* by page count; NULL until the first put */
+    long depot_pages;
+    _Atomic uint64_t depot_pages_pub;
+    struct zone_stats st;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
     char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
@@ -57,13 +66,10 @@ static FORK_STATE struct zone {
     struct span *purging; /* the block being madvised outside the lock, if any */
     struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
     uint32_t odd_next;
-    struct zone_stats st;
-    struct depot_size **depot; /* by page count; NULL until the first put */
-    long depot_pages;
     uint64_t depot_nonempty[CHUNK_PAGES / 64];
     /* copies of counters for readers that do not take the lock */
-    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub, depot_pages_pub;
-} zone = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
+    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
+} zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
     if (!lock_acquire(&zone.lock)) zone.st.lock_contended++;
@@ -83,12 +89,18 @@ static void debug_check(void) {
 static inline void debug_check(void) {}
 #endif
 
+/* lock held: a published copy is written only when it changed (a line
+ * nobody else writes stays shared) */
+static void publish(_Atomic uint64_t *pub, uint64_t v) {
+    if (atomic_load_explicit(pub, memory_order_relaxed) != v) atomic_store_explicit(pub, v, memory_order_relaxed);
+}
+
 static void zone_unlock(void) {
     debug_check();
-    atomic_store_explicit(&zone.dirty_pages_pub, zone.st.dirty_pages, memory_order_relaxed);
-    atomic_store_explicit(&zone.free_pages_pub, zone.st.free_pages, memory_order_relaxed);
-    atomic_store_explicit(&zone.chunks_pub, zone.st.chunks, memory_order_relaxed);
-    atomic_store_explicit(&zone.depot_pages_pub, (uint64_t)zone.depot_pages, memory_order_relaxed);
+    publish(&zone.dirty_pages_pub, zone.st.dirty_pages);
+    publish(&zone.free_pages_pub, zone.st.free_pages);
+    publish(&zone.chunks_pub, zone.st.chunks);
+    publish(&zone.depot_pages_pub, (uint64_t)zone.depot_pages);
     lock_release(&zone.lock);
 }
 
@@ -697,7 +709,7 @@ void zone_depot_put(struct span *list, long max_pages, bool exact) {
         if (d && d->n < DEPOT_SLOTS) {
             s->freed_at = now; /* the caller's line: it just took s off its lists */
             d->slot[d->n++] = s;
-            zone.depot_nonempty[npages / 64] |= 1ull << (npages % 64);
+            if (d->n == 1) zone.depot_nonempty[npages / 64] |= 1ull << (npages % 64);
             zone.depot_pages += npages;
             zone.st.depot_puts++;
             continue;
