@@ -503,14 +503,25 @@ static void free_on(struct pageset *ps, struct span *s, unsigned o, int pressure
     after_free(ps, o, 1l << o, pressure);
 }
 
+/* The exact lists' bound as an overflow applies it: their own, but at
+ * least high_min below high once high has grown past 2 x high_min (the
+ * order lists, the slabs' blocks, keep that room: without it a workload
+ * whose large blocks fill the pageset drains its slabs' blocks on every
+ * overflow and refills them on the next slab). */
+static long exact_bound(const struct pageset *ps, const struct exact_lists *e) {
+    long room = ps->high - ps->high_min > ps->high_min ? ps->high - ps->high_min : ps->high_min;
+    return e->high < room ? e->high : room;
+}
+
 /* The exact lists back within their bound: the excess to the zone in one
  * hold.  overflow (a free or a refill went past it): to a batch below it,
  * into the depot (drain); otherwise (decay) to the bound, to the buddy
  * lists. */
 static void exact_trim(struct pageset *ps, struct exact_lists *e, bool overflow) {
     struct span *list = NULL;
-    if (e->pages <= e->high) return;
-    long target = overflow ? e->high - ps->batch : e->high;
+    long bound = overflow ? exact_bound(ps, e) : e->high;
+    if (e->pages <= bound) return;
+    long target = overflow ? bound - ps->batch : bound;
     while (e->pages > (target > 0 ? target : 0)) {
         struct span *s = exact_pop_next(ps);
         if (!s) break;
@@ -594,8 +605,9 @@ static struct span *exact_refill(struct pageset *ps, uint32_t n) {
     struct exact_lists *e = ps->exact;
     struct span *got[ZONE_REFILL_MAX];
     long want = 1;
-    if (e && e->pages + (long)n <= e->high) {
-        long room = 1 + (e->high - e->pages) / (long)n, batches = 2 * ps->batch / (long)n;
+    long bound = e ? exact_bound(ps, e) : 0;
+    if (e && e->pages + (long)n <= bound) {
+        long room = 1 + (bound - e->pages) / (long)n, batches = 2 * ps->batch / (long)n;
         want = room < batches ? room : batches;
         if (want < 1) want = 1;
     }
