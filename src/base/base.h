@@ -144,6 +144,7 @@ enum lock_rank {
     LOCK_RANK_HEAPS,      /* the registry of thread heaps */
     LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
+    LOCK_RANK_DEPOT,      /* each shard of the zone's depot (page.h) */
     LOCK_RANK_ZONE,       /* the zone's buddy lists */
     LOCK_RANK_META,       /* the metadata reserve */
     LOCK_RANK_COUNT

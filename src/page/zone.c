@@ -25,12 +25,10 @@
  *    a block is taken from the fullest chunk among the first few of its
  *    list, so partly used chunks fill up and sparse ones drain into whole
  *    free chunks (which purge whole and keep a huge page whole, thp.c);
- *  - the depot holds whole spans the pagesets gave back for want of room,
- *    by page count, out of the buddy lists (kind SPAN_PCP_FREE, span_of
- *    entries NULL: nothing merges with them), each with the time it was
- *    put in freed_at; depot_pages counts their pages; a span put more than
- *    purge_delay_ms ago goes to the buddy lists, with that time, at the
- *    next purge (see "the depot" below);
+ *  - the depot (its own locks, see "the depot" below) holds whole spans
+ *    the pagesets gave back for want of room, out of the buddy lists: a
+ *    span put more than purge_delay_ms ago comes back to them, with that
+ *    time, at the next purge, to the head of the dirty list;
  *  - arenas (internal.h): the first chunk of each holds the arena's metadata
  *    in its first ARENA_META_PAGES pages, which no block covers, so it is
  *    never a whole free chunk and never unmapped; head->state says which
@@ -44,17 +42,10 @@
 
 #define SPAN_DIRTY_LISTED 0x4u
 
-struct depot_size;
-/* Laid out for the holds that only move depot spans (most of them, in a
- * program whose blocks cross CPUs): the lock, the depot's bookkeeping and
- * its published size share the first line, the counters every hold writes
- * the next one; the published copies are stored only when they changed,
- * and the non-empty bits only when a size empties or fills. */
+/* The lock and the counters every hold writes lead; the published copies
+ * are stored only when they changed (their line stays shared). */
 static FORK_STATE struct zone {
     lock_t lock;
-    struct depot_size **depot; /* by page count; NULL until the first put */
-    long depot_pages;
-    _Atomic uint64_t depot_pages_pub;
     struct zone_stats st;
     struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
@@ -66,7 +57,6 @@ static FORK_STATE struct zone {
     struct span *purging; /* the block being madvised outside the lock, if any */
     struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
     uint32_t odd_next;
-    uint64_t depot_nonempty[CHUNK_PAGES / 64];
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
 } zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
@@ -100,7 +90,6 @@ static void zone_unlock(void) {
     publish(&zone.dirty_pages_pub, zone.st.dirty_pages);
     publish(&zone.free_pages_pub, zone.st.free_pages);
     publish(&zone.chunks_pub, zone.st.chunks);
-    publish(&zone.depot_pages_pub, (uint64_t)zone.depot_pages);
     lock_release(&zone.lock);
 }
 
@@ -244,7 +233,8 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
     }
 }
 
-static void depot_expire(uint64_t before);
+static struct span *depot_collect(uint64_t before);
+static void depot_release_list(struct span *list, uint64_t before);
 
 /* ---- chunks ---- */
 
@@ -352,8 +342,9 @@ static bool chunk_grow(bool whole) {
  * batch at a time. */
 size_t zone_release_free(void) {
     size_t released = 0;
+    struct span *depot = depot_collect(UINT64_MAX); /* its spans' chunks may then be whole */
     zone_lock();
-    depot_expire(UINT64_MAX); /* its spans' chunks may then be whole */
+    depot_release_list(depot, UINT64_MAX);
     for (struct arena_head *head = zone.arenas; head; head = head->next) /* worth a retry now */
         for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
             if (head->state[i] == CHUNK_OCCUPIED) head->state[i] = CHUNK_NONE;
@@ -580,32 +571,66 @@ void zone_free_bulk(struct span *list) {
  * A block allocated on one CPU and freed on another leaves the first CPU's
  * pageset short of its size and the second one's over its high: without
  * more, each such block costs one span carved from the buddy lists and one
- * merged back, under this lock, per CPU (the pool's 4-64 KiB bursts: ~40 k
- * a second at 2 threads, 400 ns held each, mostly cache misses on
+ * merged back, under the zone lock, per CPU (the pool's 4-64 KiB bursts:
+ * ~40 k a second at 2 threads, 400 ns held each, mostly cache misses on
  * descriptors and span_of entries the other CPU wrote last).  The depot is
  * where the second CPU's overflow waits for the first CPU's miss: spans of
  * one page count in an array (TCMalloc's transfer cache; the kernel has
  * none, its batches alone serve it), put and taken in batches, a pointer
- * move each, without reading a descriptor under the lock.
+ * move each, without reading a descriptor under a lock.  It is not behind
+ * the zone lock but split in DEPOT_SHARDS shards by page count, each with
+ * its own lock (rank between the pagesets and the zone): only the CPUs
+ * that exchange blocks of one size meet there.
  *
+ * Invariants, under the shard's lock (the sizes n with n % DEPOT_SHARDS ==
+ * its index):
+ *  - depot_sizes[n] holds its spans oldest first: whole free spans that no
+ *    buddy list holds (kind SPAN_PCP_FREE, span_of entries NULL: nothing
+ *    merges with them), npages == n, freed_at == when it was put; an order
+ *    list's size (a power of two up to PCP_MAX_ORDER) only aligned to
+ *    itself;
+ *  - bit n / DEPOT_SHARDS of nonempty is set iff it holds a span, pages
+ *    counts their pages, and depot_pages_total every shard's.
  * Bounds: at most DEPOT_SLOTS spans of a size, and the pages the putter
  * allows (the pagesets pass a share of the zone, 0 under memory pressure);
- * what does not fit goes to the buddy lists in the same hold.  Memory is
- * kept no longer than the buddy lists would have kept it resident: a span
- * put more than purge_delay_ms ago goes to them at the next zone_purge,
- * which purges it in the same pass, and every span at malloc_trim and
- * address-space reclaim. */
+ * what does not fit goes to the buddy lists (one zone-lock hold).  Memory
+ * is kept no longer than the buddy lists would have kept it resident: a
+ * span put more than purge_delay_ms ago goes to them at the next
+ * zone_purge, which purges it in the same pass, and every span at
+ * malloc_trim and address-space reclaim.  The shards are collected with
+ * their own locks, one at a time, before the zone lock is taken. */
 #define DEPOT_SLOTS ZONE_REFILL_MAX
+#define DEPOT_SHARDS 16
 struct depot_size {
     uint32_t n;                     /* spans held */
     struct span *slot[DEPOT_SLOTS]; /* oldest first */
 };
+struct depot_shard {
+    lock_t lock;
+    _Atomic uint32_t nonempty; /* a hint without the lock: whether to take it */
+    uint32_t pages;
+    uint64_t gets, puts;
+};
+_Static_assert(sizeof(struct depot_shard) <= CACHELINE, "a depot shard is one cache line");
+static FORK_STATE struct depot_shard depot_shards[DEPOT_SHARDS] __attribute__((aligned(CACHELINE))) = {
+    [0 ... DEPOT_SHARDS - 1] = {.lock = LOCK_INIT(LOCK_RANK_DEPOT)}};
+static struct depot_size *depot_sizes[CHUNK_PAGES]; /* each made under its shard's lock */
+static _Atomic uint64_t depot_pages_total;
 
-static struct depot_size *depot_of(uint32_t npages, bool make) {
-    if (!zone.depot && (!make || !(zone.depot = meta_alloc(sizeof(struct depot_size *) * CHUNK_PAGES))))
-        return NULL;
-    if (!zone.depot[npages] && make) zone.depot[npages] = meta_alloc(sizeof(struct depot_size));
-    return zone.depot[npages];
+static struct depot_shard *shard_of(uint32_t npages) { return &depot_shards[npages % DEPOT_SHARDS]; }
+static uint32_t shard_bit(uint32_t npages) { return 1u << (npages / DEPOT_SHARDS); }
+
+static size_t check_shard(struct depot_shard *h);
+static void shard_lock(struct depot_shard *h) { lock_acquire(&h->lock); }
+static void shard_unlock(struct depot_shard *h) {
+#ifdef FOLIO_DEBUG
+    static _Atomic uint64_t releases; /* every 64th release checks the shard */
+    if ((atomic_fetch_add_explicit(&releases, 1, memory_order_relaxed) + 1) % 64 == 0 && check_shard(h) != 0) {
+        os_write_err("folio: depot invariant violated\n");
+        os_fatal_ptr("depot:", h);
+    }
+#endif
+    lock_release(&h->lock);
 }
 
 /* What the depot takes: an order list's block (a power of two up to
@@ -619,69 +644,108 @@ static bool depot_fits(const struct span *s, bool exact) {
     return exact && n < CHUNK_PAGES;
 }
 
-/* A depot span to the buddy lists, freed when it was put (lock held). */
+/* A depot span to the buddy lists, freed when it was put (zone lock held). */
 static void depot_release(struct span *s) {
     if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
     range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, s->freed_at, s);
 }
 
-/* Release the depot's spans put before `before` (UINT64_MAX: all), oldest
- * first, to the buddy lists (lock held, descriptors reserved as they go). */
-static void depot_expire(uint64_t before) {
-    dirty_head_before = before;
-    for (uint32_t w = 0; zone.depot && w < CHUNK_PAGES / 64; w++)
-        for (uint64_t bits = zone.depot_nonempty[w]; bits; bits &= bits - 1) {
-            uint32_t npages = w * 64 + (uint32_t)__builtin_ctzll(bits);
-            struct depot_size *d = zone.depot[npages];
+/* Take the depot's spans put before `before` (UINT64_MAX: all) out of
+ * every shard, each under its lock in turn (no zone lock held): a list
+ * through ->next for depot_release_list. */
+static struct span *depot_collect(uint64_t before) {
+    struct span *list = NULL;
+    for (int i = 0; i < DEPOT_SHARDS; i++) {
+        struct depot_shard *h = &depot_shards[i];
+        if (!atomic_load_explicit(&h->nonempty, memory_order_relaxed)) continue;
+        shard_lock(h);
+        for (uint32_t bits = atomic_load_explicit(&h->nonempty, memory_order_relaxed); bits; bits &= bits - 1) {
+            uint32_t npages = (uint32_t)__builtin_ctz(bits) * DEPOT_SHARDS + (uint32_t)i;
+            struct depot_size *d = depot_sizes[npages];
             uint32_t k = 0;
-            while (k < d->n && (before == UINT64_MAX || d->slot[k]->freed_at < before) &&
-                   desc_reserve(2 * MAX_ORDER + 2))
-                depot_release(d->slot[k++]);
+            while (k < d->n && (before == UINT64_MAX || d->slot[k]->freed_at < before)) {
+                d->slot[k]->next = list;
+                list = d->slot[k++];
+            }
             if (!k) continue;
             memmove(d->slot, d->slot + k, sizeof d->slot[0] * (d->n - k));
             d->n -= k;
-            zone.depot_pages -= (long)k * npages;
-            zone.st.depot_released += k;
-            if (!d->n) zone.depot_nonempty[w] &= ~(1ull << (npages % 64));
+            h->pages -= k * npages;
+            atomic_fetch_sub_explicit(&depot_pages_total, (uint64_t)k * npages, memory_order_relaxed);
+            if (!d->n)
+                atomic_store_explicit(&h->nonempty, atomic_load_explicit(&h->nonempty, memory_order_relaxed) & ~shard_bit(npages),
+                                      memory_order_relaxed);
         }
+        shard_unlock(h);
+    }
+    return list;
+}
+
+/* depot_collect's spans to the buddy lists (zone lock held); those put
+ * before `before` to the head of the dirty list, where this purge finds
+ * them. */
+static void depot_release_list(struct span *list, uint64_t before) {
+    dirty_head_before = before;
+    while (list) {
+        struct span *s = list;
+        list = s->next;
+        zone.st.depot_released++;
+        if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
+    }
     dirty_head_before = 0;
 }
 
-/* A pageset's refill: up to n (at most DEPOT_SLOTS) spans of npages pages
- * from the depot, the most recently put first, into out[] (kind
- * SPAN_PCP_FREE, as put); then, for an order list's refill (list
- * non-NULL: a power of two up to PCP_MAX_ORDER pages, aligned), the rest
- * of the n from the buddy lists into *list (linked through ->next, kind
- * SPAN_TAKEN); for an exact list's, when the depot has none, one span from
- * the buddy lists (out[0], SPAN_TAKEN).  One lock hold.  Returns the spans
- * in out[]. */
-long zone_refill(uint32_t npages, long n, struct span **out, struct span **list) {
+/* Up to n spans of npages from the depot into out[] (its shard's lock,
+ * taken only when the shard's hint says the size may be held). */
+static long depot_take(uint32_t npages, long n, struct span **out) {
+    struct depot_shard *h = shard_of(npages);
+    if (!(atomic_load_explicit(&h->nonempty, memory_order_relaxed) & shard_bit(npages))) return 0;
     long got = 0;
-    if (list) *list = NULL;
-    zone_lock();
-    struct depot_size *d = zone.depot ? zone.depot[npages] : NULL;
+    shard_lock(h);
+    struct depot_size *d = depot_sizes[npages];
     if (d && d->n) {
         got = n < (long)d->n ? n : (long)d->n;
         if (got > DEPOT_SLOTS) got = DEPOT_SLOTS;
         for (long i = 0; i < got; i++) out[i] = d->slot[--d->n];
-        if (!d->n) zone.depot_nonempty[npages / 64] &= ~(1ull << (npages % 64));
-        zone.depot_pages -= got * (long)npages;
-        zone.st.depot_gets += (uint64_t)got;
-        zone.st.pages_from_zone += (uint64_t)got * npages;
+        if (!d->n)
+            atomic_store_explicit(&h->nonempty, atomic_load_explicit(&h->nonempty, memory_order_relaxed) & ~shard_bit(npages),
+                                  memory_order_relaxed);
+        h->pages -= (uint32_t)got * npages;
+        h->gets += (uint64_t)got;
+        atomic_fetch_sub_explicit(&depot_pages_total, (uint64_t)got * npages, memory_order_relaxed);
     }
-    if (list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER)) {
-        /* an order list: the rest of the refill from the buddy lists */
-        unsigned order = (unsigned)__builtin_ctz(npages);
+    shard_unlock(h);
+    return got;
+}
+
+/* A pageset's refill: up to n (at most DEPOT_SLOTS) spans of npages pages
+ * from the depot, the most recently put first, into out[] (kind
+ * SPAN_PCP_FREE, as put; one hold of their shard's lock); then, for an
+ * order list's refill (list non-NULL: a power of two up to PCP_MAX_ORDER
+ * pages, aligned), the rest of the n from the buddy lists into *list
+ * (linked through ->next, kind SPAN_TAKEN); for an exact list's, when the
+ * depot has none, one span from the buddy lists (out[0], SPAN_TAKEN): one
+ * zone-lock hold, only when the depot did not have them all.  Returns the
+ * spans in out[]. */
+long zone_refill(uint32_t npages, long n, struct span **out, struct span **list) {
+    if (list) *list = NULL;
+    long got = npages < CHUNK_PAGES ? depot_take(npages, n, out) : 0;
+    bool order = list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER);
+    if (order ? got >= n : got > 0) return got;
+    zone_lock();
+    zone.st.pages_from_zone += (uint64_t)got * npages;
+    if (order) { /* an order list: the rest of the refill from the buddy lists */
+        unsigned o = (unsigned)__builtin_ctz(npages);
         long taken = 0;
         while (got + taken < n && desc_reserve(MAX_ORDER + 1)) {
-            struct span *b = block_take(order);
+            struct span *b = block_take(o);
             if (!b) break;
             b->next = *list;
             *list = b;
             taken++;
         }
-        zone.st.pages_from_zone += (uint64_t)taken << order;
-    } else if (!got) {
+        zone.st.pages_from_zone += (uint64_t)taken << o;
+    } else {
         struct span *s = zone_alloc_locked(npages, 1, true);
         if (s) out[got++] = s;
     }
@@ -690,35 +754,90 @@ long zone_refill(uint32_t npages, long n, struct span **out, struct span **list)
 }
 
 /* A pageset's overflow (a list through ->next): into the depot while it
- * holds fewer than max_pages pages and its size has a free slot, the rest
- * to the buddy lists; exact: spans of the exact lists' sizes too (the
+ * holds fewer than max_pages pages and its size has a free slot (one hold
+ * of each shard's lock its sizes fall in), the rest to the buddy lists
+ * (one zone-lock hold); exact: spans of the exact lists' sizes too (the
  * pageset's exact lists hit: its sizes repeat; spans of sizes that do not
- * would only pin their chunks), else those to the buddy lists.  One lock
- * hold. */
+ * would only pin their chunks), else those to the buddy lists. */
 void zone_depot_put(struct span *list, long max_pages, bool exact) {
-    zone_lock();
-    uint64_t now = os_now_ms(); /* under the lock: each size's slots stay in put order */
-    while (list) {
+    struct span *bucket[DEPOT_SHARDS] = {0}, **tail[DEPOT_SHARDS], *rest = NULL;
+    for (int i = 0; i < DEPOT_SHARDS; i++) tail[i] = &bucket[i];
+    while (list) { /* sorted by shard outside any lock (the caller's lines), in list order */
         struct span *s = list;
         list = s->next;
-        uint32_t npages = s->npages;
-        struct depot_size *d = depot_fits(s, exact) && zone.depot_pages + (long)npages <= max_pages
-                                   ? depot_of(npages, true)
-                                   : NULL;
-        zone.st.pages_to_zone += npages;
-        if (d && d->n < DEPOT_SLOTS) {
-            s->freed_at = now; /* the caller's line: it just took s off its lists */
-            d->slot[d->n++] = s;
-            if (d->n == 1) zone.depot_nonempty[npages / 64] |= 1ull << (npages % 64);
-            zone.depot_pages += npages;
-            zone.st.depot_puts++;
-            continue;
+        s->next = NULL;
+        if (depot_fits(s, exact) && max_pages > 0) {
+            uint32_t i = s->npages % DEPOT_SHARDS;
+            *tail[i] = s;
+            tail[i] = &s->next;
+        } else {
+            s->next = rest;
+            rest = s;
         }
+    }
+    for (int i = 0; i < DEPOT_SHARDS; i++) {
+        if (!bucket[i]) continue;
+        struct depot_shard *h = &depot_shards[i];
+        shard_lock(h);
+        uint64_t now = os_now_ms(); /* under the lock: each size's slots stay in put order */
+        for (struct span *s = bucket[i], *next; s; s = next) {
+            next = s->next;
+            uint32_t npages = s->npages;
+            struct depot_size *d = depot_sizes[npages];
+            if (!d && (d = meta_alloc(sizeof *d))) depot_sizes[npages] = d;
+            s->freed_at = now; /* the caller's line: it just took s off its lists */
+            if (d && d->n < DEPOT_SLOTS &&
+                atomic_load_explicit(&depot_pages_total, memory_order_relaxed) + npages <= (uint64_t)max_pages) {
+                d->slot[d->n++] = s;
+                if (d->n == 1)
+                    atomic_store_explicit(&h->nonempty, atomic_load_explicit(&h->nonempty, memory_order_relaxed) | shard_bit(npages),
+                                          memory_order_relaxed);
+                h->pages += npages;
+                h->puts++;
+                atomic_fetch_add_explicit(&depot_pages_total, npages, memory_order_relaxed);
+                continue;
+            }
+            s->next = rest;
+            rest = s;
+        }
+        shard_unlock(h);
+    }
+    if (!rest) return;
+    uint64_t now = os_now_ms();
+    zone_lock();
+    while (rest) {
+        struct span *s = rest;
+        rest = s->next;
         zone.st.depot_bypassed++;
         s->freed_at = now;
         if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
     }
     zone_unlock();
+}
+
+/* A shard's invariants (its lock held): violations. */
+static size_t check_shard(struct depot_shard *h) {
+    size_t bad = 0;
+    uint64_t pages = 0;
+    uint32_t i = (uint32_t)(h - depot_shards);
+    for (uint32_t npages = i; npages < CHUNK_PAGES; npages += DEPOT_SHARDS) {
+        struct depot_size *d = npages ? depot_sizes[npages] : NULL;
+        bool listed = !!(atomic_load_explicit(&h->nonempty, memory_order_relaxed) & shard_bit(npages));
+        bad += listed != (d && d->n);
+        if (!d) continue;
+        bad += d->n > DEPOT_SLOTS;
+        for (uint32_t k = 0; k < d->n && k < DEPOT_SLOTS; k++) {
+            struct span *s = d->slot[k];
+            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != npages || s->page_idx + npages > CHUNK_PAGES ||
+                   !depot_fits(s, true);
+            bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
+            bad += atomic_load(&s->chunk->span_of[s->page_idx]) != NULL;
+            bad += k > 0 && d->slot[k - 1]->freed_at > s->freed_at;
+            pages += npages;
+        }
+    }
+    bad += pages != h->pages;
+    return bad;
 }
 
 /* The kernel sizes pagesets from the zone's managed pages.  folio's zone
@@ -792,11 +911,12 @@ size_t zone_purge(bool all, size_t budget) {
     uint64_t now = os_now_ms();
     size_t done = 0;
     struct span *kept = NULL; /* the first block left whole in this pass: the walk ends there */
-    zone_lock();
     /* the depot's spans that would have been purged by now had they gone
      * to the buddy lists go there now, and are purged below */
-    uint64_t delay = (uint64_t)opt.purge_delay_ms;
-    depot_expire(all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0);
+    uint64_t delay = (uint64_t)opt.purge_delay_ms, before = all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0;
+    struct span *expired = depot_collect(before);
+    zone_lock();
+    depot_release_list(expired, before);
     for (;;) {
         struct span *d = zone.dirty_head;
         if (!d || d == kept || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
@@ -878,31 +998,50 @@ size_t zone_collapse_dense(unsigned max) {
 /* dirty free memory, the depot's included (the purger's backlog) */
 size_t zone_dirty_bytes(void) {
     return (size_t)(atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) +
-                    atomic_load_explicit(&zone.depot_pages_pub, memory_order_relaxed))
+                    atomic_load_explicit(&depot_pages_total, memory_order_relaxed))
            << PAGE_SHIFT;
 }
 
 /* free_pages and dirty_pages count the depot's spans (free, dirty) */
 void zone_stats(struct zone_stats *st) {
+    uint64_t gets = 0, puts = 0, pages = 0;
+    for (int i = 0; i < DEPOT_SHARDS; i++) { /* each shard's lock in turn, then the zone's */
+        shard_lock(&depot_shards[i]);
+        gets += depot_shards[i].gets;
+        puts += depot_shards[i].puts;
+        pages += depot_shards[i].pages;
+        shard_unlock(&depot_shards[i]);
+    }
     zone_lock();
     *st = zone.st;
-    st->depot_pages = (uint64_t)zone.depot_pages;
-    st->free_pages += st->depot_pages;
-    st->dirty_pages += st->depot_pages;
     zone_unlock();
+    st->depot_gets = gets;
+    st->depot_puts = puts;
+    st->depot_pages = pages;
+    st->free_pages += pages;
+    st->dirty_pages += pages;
 }
 
-void zone_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "zone", -1, &zone.lock); }
+void zone_visit_locks(lock_visit_fn *fn, void *ctx) {
+    for (int i = 0; i < DEPOT_SHARDS; i++) fn(ctx, "depot", i, &depot_shards[i].lock);
+    fn(ctx, "zone", -1, &zone.lock);
+}
 
-void zone_lock_all(void) { lock_acquire(&zone.lock); }
+/* fork: the depot's shards (in index order), then the zone */
+void zone_lock_all(void) {
+    for (int i = 0; i < DEPOT_SHARDS; i++) lock_acquire(&depot_shards[i].lock);
+    lock_acquire(&zone.lock);
+}
 /* In a fork child the purger that was madvising a block outside the lock
  * does not exist: its block goes back on the lists, as dirty (it may be
  * partly purged), instead of being lost. */
 void zone_unlock_all(bool child) {
     if (!child) {
         lock_release(&zone.lock);
+        for (int i = DEPOT_SHARDS - 1; i >= 0; i--) lock_release(&depot_shards[i].lock);
         return;
     }
+    for (int i = 0; i < DEPOT_SHARDS; i++) lock_reset(&depot_shards[i].lock);
     thp_after_fork_child();
     struct span *d = zone.purging;
     zone.purging = NULL;
@@ -961,27 +1100,18 @@ static size_t check_locked(void) {
     }
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
-    long depot = 0;
-    for (uint32_t n = 1; zone.depot && n < CHUNK_PAGES; n++) {
-        struct depot_size *d = zone.depot[n];
-        bad += !!(zone.depot_nonempty[n / 64] & (1ull << (n % 64))) != (d && d->n);
-        for (uint32_t k = 0; d && k < d->n && k < DEPOT_SLOTS; k++) {
-            struct span *s = d->slot[k];
-            bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->page_idx + n > CHUNK_PAGES || !depot_fits(s, true);
-            bad += s->start != chunk_base(s->chunk) + ((size_t)s->page_idx << PAGE_SHIFT);
-            bad += atomic_load(&s->chunk->span_of[s->page_idx]) != NULL;
-            bad += k > 0 && d->slot[k - 1]->freed_at > s->freed_at;
-            depot += n;
-        }
-        bad += d && d->n > DEPOT_SLOTS;
-    }
-    bad += depot != zone.depot_pages;
     return bad;
 }
 
 size_t zone_check(void) {
+    size_t bad = 0;
+    for (int i = 0; i < DEPOT_SHARDS; i++) {
+        lock_acquire(&depot_shards[i].lock);
+        bad += check_shard(&depot_shards[i]);
+        lock_release(&depot_shards[i].lock);
+    }
     zone_lock();
-    size_t bad = check_locked();
+    bad += check_locked();
     zone_unlock();
     return bad;
 }

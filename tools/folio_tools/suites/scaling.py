@@ -17,7 +17,9 @@ measured is whether anything serialises.  Each lock's utilisation at N CPUs
 is projected as hold time x acquisitions per second per thread x N, that is
 (hold time / CPU time of the run) x N, where a thread runs on a CPU of its
 own; a lock with an index (a pageset, a huge shard) is per CPU, so its
-projection is the average CPU's share, not multiplied.  The projection is taken from the runs with no more threads than
+projection is the average CPU's share, not multiplied; the zone's depot
+shards (split by page count, shared by every CPU) are each projected like a
+process-wide lock, and the busiest one is shown.  The projection is taken from the runs with no more threads than
 CPUs (a holder preempted by a thread of its own process lengthens the holds
 of oversubscribed runs); the table of every run shows both.
 """
@@ -110,10 +112,18 @@ def _lock_shares(rep, cpu_s):
         # calibration) is not what the threads queue on in a steady state
         if not isinstance(lk, dict) or not lk.get("held_ns") or lk.get("acquired", 0) < MIN_ACQUIRED:
             continue
+        share = lk["held_ns"] / (cpu_s * 1e9)
+        if lk.get("name") == "depot":
+            # the zone's depot is split by page count, not by CPU: every CPU
+            # may take each shard's lock, so each is a process-wide lock of
+            # its own (projected x N); the busiest one is what queues first
+            key = "depot (busiest shard)"
+            out[key] = (max(out.get(key, (0.0, False))[0], share), False)
+            continue
         per_cpu = lk.get("index", -1) >= 0   # each pageset, each huge shard: one per CPU
         key = lk.get("name") + (" (per CPU)" if per_cpu else "")
         prev = out.get(key, (0.0, per_cpu))[0]
-        out[key] = (prev + lk["held_ns"] / (cpu_s * 1e9), per_cpu)
+        out[key] = (prev + share, per_cpu)
     return out
 
 
@@ -183,7 +193,8 @@ def scaling_tables(t, results):
         "mmap lock for writing); madvise takes it for reading.",
         "projection: a lock's hold time over the run's CPU time, times N CPUs (per-CPU locks, "
         "the pagesets and the huge shards: their summed hold time over the CPU time, the "
-        "average CPU's share, not multiplied), from the runs with no more threads than this "
+        "average CPU's share, not multiplied; the depot's shards, split by page count and "
+        "shared by every CPU: the busiest one, multiplied), from the runs with no more threads than this "
         f"machine's {os.cpu_count()} CPUs (the largest of them); locks taken fewer than "
         f"{MIN_ACQUIRED} times in a run (start-up: init, the clearing engine's calibration) are "
         "left out. The lock that saturates first is the one with the highest figure.",
