@@ -13,12 +13,13 @@
  *  - high_min <= high <= high_max after every operation; in manual mode
  *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
  *  - a free that finds count >= high drains the oldest blocks to the
- *    zone's depot (zone.c), up to 32 batches per zone-lock hold, where they
- *    wait for the next pageset that misses their size; a decay, the
- *    reclaim cap and drain_all give theirs to the buddy lists, a batch per
- *    hold (to merge, and be purged);
- *  - a refill takes what the depot holds of its order first, then the
- *    buddy lists' blocks, in one zone-lock hold;
+ *    zone's depot (zone.c: 16 shards by page count, each with its own
+ *    lock), up to 32 batches per drain step, where they wait for the next
+ *    pageset that misses their size; a decay, the reclaim cap and
+ *    drain_all give theirs to the buddy lists, a batch per zone-lock hold
+ *    (to merge, and be purged);
+ *  - a refill takes what the depot holds of its order first (one hold of
+ *    its shard's lock), then the buddy lists' blocks (one zone-lock hold);
  *  - blocks on the lists have kind SPAN_PCP_FREE and NULL span_of entries,
  *    so the zone never merges with them;
  *  - a span of any other size below a chunk (an odd page count, or a power
@@ -260,8 +261,8 @@ static bool exact_repeats(const struct pageset *ps) {
 }
 
 /* overflow: the pageset is over its high (a free, a trim); its blocks wait
- * in the zone's depot for the next pageset that misses their size, in
- * holds of up to 32 batches (the depot moves pointers, not pages).
+ * in the zone's depot for the next pageset that misses their size, up to
+ * 32 batches at a time (the depot moves pointers, not pages).
  * Otherwise (decay, reclaim, drain_all) they go to the buddy lists, a
  * batch per hold, to merge and be purged. */
 static void drain(struct pageset *ps, long pages, unsigned first, bool overflow) {
