@@ -653,6 +653,7 @@ static void reclaim_due(void) {
         }
         lock_release(&ps->lock);
     }
+    zone_depot_flush(); /* and the depot, which overflows fed until now */
 }
 
 /* The calling CPU's pageset, locked, or when another thread holds it (its

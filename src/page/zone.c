@@ -815,6 +815,17 @@ void zone_depot_put(struct span *list, long max_pages, bool exact) {
     zone_unlock();
 }
 
+/* Memory pressure (reclaim active): every depot span to the buddy lists
+ * now, where reclaim and the purge reach it. */
+void zone_depot_flush(void) {
+    uint64_t now = os_now_ms(), delay = (uint64_t)opt.purge_delay_ms;
+    struct span *list = depot_collect(UINT64_MAX);
+    if (!list) return;
+    zone_lock();
+    depot_release_list(list, now + 1 > delay ? now + 1 - delay : 0);
+    zone_unlock();
+}
+
 /* A shard's invariants (its lock held): violations. */
 static size_t check_shard(struct depot_shard *h) {
     size_t bad = 0;
