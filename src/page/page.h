@@ -40,8 +40,8 @@ bool zone_resize(struct span *s, size_t npages);
 void zone_free_bulk(struct span *list);
 /* the depot (zone.c): a pageset's refill of npages-page spans, and its
  * overflow, each in one lock hold */
-long zone_refill(uint32_t npages, long n, struct span **out, struct span **list);
-void zone_depot_put(struct span *list, long max_pages, bool exact);
+long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct span **list);
+void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact);
 void zone_depot_flush(void); /* reclaim active: every depot span to the buddy lists */
 #define ZONE_REFILL_MAX 64 /* out[] of zone_refill: at most this many spans */
 /* Purge dirty free blocks free for the delay (all: every one now), at most

@@ -285,7 +285,7 @@ static void drain(struct pageset *ps, long pages, unsigned first, bool overflow)
             chunk += s->npages;
         }
         pages -= chunk;
-        if (overflow) zone_depot_put(list, depot_bound(), exact_repeats(ps));
+        if (overflow) zone_depot_put((int)(ps - pagesets), list, depot_bound(), exact_repeats(ps));
         else zone_free_bulk(list);
     }
 }
@@ -405,7 +405,7 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
         bool below_high = pressure_state() != 0;
         size_limits(ps, zone_size_pages());
         struct span *list, *got[ZONE_REFILL_MAX];
-        long n = zone_refill(1u << o, nr_alloc(ps, o, below_high), got, &list);
+        long n = zone_refill((int)(ps - pagesets), 1u << o, nr_alloc(ps, o, below_high), got, &list);
         ps->refills++;
         for (long i = 0; i < n; i++) push_head(ps, got[i], o); /* from the depot */
         while (list) {
@@ -529,7 +529,7 @@ static void exact_trim(struct pageset *ps, struct exact_lists *e, bool overflow)
         s->next = list;
         list = s;
     }
-    if (list && overflow) zone_depot_put(list, depot_bound(), exact_repeats(ps));
+    if (list && overflow) zone_depot_put((int)(ps - pagesets), list, depot_bound(), exact_repeats(ps));
     else if (list) zone_free_bulk(list);
 }
 
@@ -612,7 +612,7 @@ static struct span *exact_refill(struct pageset *ps, uint32_t n) {
         want = room < batches ? room : batches;
         if (want < 1) want = 1;
     }
-    long k = zone_refill(n, want, got, NULL);
+    long k = zone_refill((int)(ps - pagesets), n, want, got, NULL);
     if (k <= 0) return NULL;
     for (long i = 1; i < k; i++) exact_push(ps, e, got[i]);
     span_set_kind(got[0], SPAN_TAKEN);
