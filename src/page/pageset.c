@@ -14,8 +14,8 @@
  *    (FOLIO_PCP_AUTOTUNE=0 or FOLIO_PCP_HIGH set) high_min == high_max;
  *  - a free that finds count >= high drains the oldest blocks to the
  *    zone's depot (zone.c: 16 shards by page count, each with its own
- *    lock), up to 32 batches per drain step, where they wait for the next
- *    pageset that misses their size; a decay, the reclaim cap and
+ *    lock), up to 32 batches per drain step, where those of sizes another
+ *    pageset asked for wait for its next miss; a decay, the reclaim cap and
  *    drain_all give theirs to the buddy lists, a batch per zone-lock hold
  *    (to merge, and be purged);
  *  - a refill takes what the depot holds of its order first (one hold of
