@@ -210,7 +210,7 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed,
 /* ---- chunks ---- */
 
 /* Descriptors chunk_add may use: the blocks of a metadata chunk's free part
- * (pages ARENA_META_PAGES..511: one per set bit of 512 - 129, at most 9). */
+ * (pages ARENA_META_PAGES..511: one per set bit of 512 - ARENA_META_PAGES, at most 9). */
 #define CHUNK_ADD_DESCS 10
 
 /* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
