@@ -122,7 +122,7 @@ struct arena_head {
     uint8_t huge[ARENA_CHUNKS];        /* zone: each chunk's huge-page state (thp.c) */
 };
 
-extern _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
+extern INTERNAL _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
 
 static inline uintptr_t arena_base(uintptr_t a) { return a & ~(uintptr_t)(ARENA_ALIGN - 1); }
 /* The table slot of the page holding a: a must lie in an arena.  Every

@@ -60,7 +60,7 @@ struct class_info {
     uint32_t list_max;  /* a bin list's highest high: FOLIO_HEAP_LIST_KIB of objects (its lowest: capacity) */
     uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
-extern struct class_info classes[NCLASSES];
+extern INTERNAL struct class_info classes[NCLASSES];
 _Static_assert(sizeof(struct class_info) == 32, "free() finds a class's line with a shift");
 void classes_init(void);
 /* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
