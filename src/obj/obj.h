@@ -349,7 +349,7 @@ static inline bool small_is_freed(const void *p) {
  * slab's start and class without reading the span. */
 #define OBJMAP_CARVED 0x8000u
 #define OBJMAP_ID_MAX 0x7ffeu
-#define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heap_abandoned, heaps past the max */
+#define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heaps past the max (heap_abandoned: 0) */
 static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, bool carved) {
     return id ? id | (carved ? OBJMAP_CARVED : 0) | (uint32_t)cls << 16 | page << 24 : 0;
 }

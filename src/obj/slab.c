@@ -12,7 +12,7 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
 struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}},
                          .objmap_id = OBJMAP_ID_NONE}; /* no thread's */
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
-struct heap heap_abandoned = {.objmap_id = OBJMAP_ID_NONE}; /* owner of abandoned slabs: never a thread's heap */
+struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
 static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
