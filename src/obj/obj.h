@@ -36,6 +36,10 @@
  *  - a free object's second word holds its tag (address ^ slab_secret),
  *    carved ones included; malloc clears it, so free of an object whose word
  *    already holds it is a double free;
+ *  - a slab's pages' objmap words (meta.h, below) name its owner while the
+ *    owner is a heap with an id, and say which pages lie wholly below the
+ *    bump pointer (extend() carves to a page boundary): a free whose word
+ *    matches the calling heap is local and reads no span;
  *  - a free object's first word is its free-list link, stored encoded as
  *    next ^ tag (safe-linking) on every list (b->list, s->free,
  *    s->thread_free, the objects extend() carves): only slab_link_encode
