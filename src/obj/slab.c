@@ -854,6 +854,7 @@ void heap_counts(struct heap_counts *hc) {
         uint64_t heapless = atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
         frees[c] = dead_frees[c] + heapless;
         hc->remote_frees += heapless;
+        hc->remote_batches += heapless; /* a thread without a heap pushes each at once */
     }
     for (struct heap *h = heaps_all; h; h = h->all_next) {
         if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
