@@ -471,9 +471,20 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
     return first;
 }
 
-/* packed: an odd size may be carved right after the last one (next fit);
- * a block that realloc will grow is not, so the rest of its power-of-two
- * block stays free behind it for zone_resize */
+/* A chunk backed (or to be backed) by a huge page is resident whole: next
+ * fit matters there only.  In a chunk of 4 KiB pages the tail of a block
+ * carved from a power of two stays untouched, and taking the freed blocks
+ * first (the lists are LIFO) reuses resident pages, where next fit would
+ * walk through untouched ones for as long as the purge delay keeps the
+ * freed pages resident. */
+static bool chunk_packs_odd(const struct chunk *c) {
+    uint8_t h = *chunk_huge(c);
+    return h == CHUNK_HUGE_ADVISED || h == CHUNK_HUGE_COLLAPSED;
+}
+
+/* packed: an odd size may be carved right after the last one (next fit) in
+ * a huge chunk; a block that realloc will grow is not, so the rest of its
+ * power-of-two block stays free behind it for zone_resize */
 static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
@@ -482,10 +493,11 @@ static struct span *zone_alloc(size_t npages, size_t align_pages, bool packed) {
     zone_lock();
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
-        if (odd && zone.odd_chunk) d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (odd && zone.odd_chunk && chunk_packs_odd(zone.odd_chunk))
+            d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
         if (!d) d = block_take(order);
     }
-    if (d && odd) {
+    if (d && odd && chunk_packs_odd(d->chunk)) {
         zone.odd_chunk = d->chunk;
         zone.odd_next = d->page_idx + (uint32_t)npages;
     }
