@@ -198,6 +198,8 @@ struct heap {
     uint32_t run_n;
     struct heap *all_next, *free_next;
     uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
+    uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
+                           * arena_map for that arena), or ARENA_HINT_NONE */
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */
     _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
@@ -354,6 +356,7 @@ static inline bool small_is_freed(const void *p) {
 #define OBJMAP_CARVED 0x8000u
 #define OBJMAP_ID_MAX 0x7ffeu
 #define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heaps past the max (heap_abandoned: 0) */
+#define ARENA_HINT_NONE UINTPTR_MAX /* no address >> ARENA_SHIFT equals it */
 static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, bool carved) {
     return id ? id | (carved ? OBJMAP_CARVED : 0) | (uint32_t)cls << 16 | page << 24 : 0;
 }

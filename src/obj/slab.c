@@ -10,7 +10,7 @@
 
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
 struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}},
-                         .objmap_id = OBJMAP_ID_NONE}; /* no thread's */
+                         .objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE}; /* no thread's */
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
 static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */
@@ -345,6 +345,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
     objmap_set(s, h);
+    h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     /* a class that filled a slab fills this one too: fault it in at once */
     if ((s->flags & SLAB_FRESH) && h->bins[c].full &&
@@ -363,6 +364,7 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         objmap_set(s, h);
+        h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
         if (slab_used(s) == 0) {
             if (h->nr_empty < h->empty_high.high) retire(h, s);
             else spare_put(s);
@@ -417,6 +419,7 @@ static struct heap *heap_create(void) {
         h->bins[c].frees = 0;
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
+    h->arena_hint = ARENA_HINT_NONE;
     h->run_slab = NULL;
     h->run_first = h->run_last = NULL;
     h->run_n = 0;
