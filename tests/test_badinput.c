@@ -279,6 +279,28 @@ int main(void)
     expect_abort(&retired_free);
 #endif
 
+#ifndef FOLIO_TEST_GLIBC
+    /* a free of a slab's slack, the bytes past its last object: a whole
+     * slab of the 3 KiB class (10 objects in 32 KiB, 2 KiB of slack), taken
+     * fresh, so its last page holds both objects and the slack.  The
+     * pointer lies on a multiple of the size from the slab's start, so only
+     * the object area's bound refuses it. */
+    enum { SLACK_SIZE = 3072, SLACK_N = 10 };
+    char *slack_objs[SLACK_N], *lo = NULL, *hi = NULL;
+    for (int i = 0; i < SLACK_N; i++) {
+        slack_objs[i] = malloc(OPAQUE((size_t)SLACK_SIZE));
+        CHECK(slack_objs[i] != NULL, "malloc(%d)", SLACK_SIZE);
+        if (!lo || slack_objs[i] < lo) lo = slack_objs[i];
+        if (!hi || slack_objs[i] > hi) hi = slack_objs[i];
+    }
+    CHECK(hi == lo + (SLACK_N - 1) * SLACK_SIZE, "the 3 KiB objects are not one fresh slab");
+    struct bad_case slack_free = {"free of a slab's slack", OP_FREE, hi + SLACK_SIZE,
+                                  "free(): invalid pointer"};
+    expect_abort(&slack_free);
+    for (int i = 0; i < SLACK_N; i++)
+        free(slack_objs[i]);
+#endif
+
     /* realloc of invalid pointers. */
     struct bad_case stack_realloc = {"realloc of a stack address", OP_REALLOC, stack_buf + 128,
                                      "realloc(): invalid pointer"};

@@ -144,6 +144,14 @@ __attribute__((noinline)) static void api_small_free_slow(struct span *s, void *
     if (small_free_slow(s, p, pushed)) api_tick();
 }
 
+/* small_free_mapped's other results: a fault (-1), or a push that asks for
+ * the slow path (1, 2); the span is looked up only now. */
+__attribute__((noinline)) static void free_mapped_slow(void *p, int r) {
+    struct span *s = span_lookup((uintptr_t)p);
+    if (r < 0) slab_free_fault(s, p);
+    else api_small_free_slow(s, p, r == 1);
+}
+
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
  * Not inlined into free, and not marked noreturn, so that free calls it
  * with a jump and needs no stack frame of its own. */
@@ -175,8 +183,19 @@ __attribute__((noinline)) static void free_other(void *p, struct span *looked_up
 /* The fast path: a slab object of the calling thread's (only slabs have an
  * owner, and tl_heap is never NULL). */
 EXPORT void API(free)(void *p) {
-    struct span *s = span_lookup((uintptr_t)p); /* NULL for p == NULL: no arena at 0 */
+    uintptr_t a = (uintptr_t)p;
     struct heap *h = tl_heap;
+    /* p lies in an arena (not for p == NULL: no arena at 0), so its word is
+     * mapped: most often the arena of the heap's last slab */
+    if (likely(a >> ARENA_SHIFT == h->arena_hint || arena_owns(a))) {
+        uint32_t word = atomic_load_explicit(arena_objmap_slot(a), memory_order_relaxed);
+        if (likely((word & 0xffff) == h->objmap_id)) {
+            int r = small_free_mapped(h, word, p);
+            if (unlikely(r)) free_mapped_slow(p, r);
+            return;
+        }
+    }
+    struct span *s = span_lookup(a);
     if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
         int r = small_free_local(h, s, p);
         if (unlikely(r)) api_small_free_slow(s, p, r == 1); /* a jump */

@@ -95,7 +95,8 @@ static inline void span_set_kind(struct span *s, unsigned k) {
 #define ARENA_CHUNKS (ARENA_ALIGN >> CHUNK_SHIFT)    /* 128 */
 #define ARENA_PAGES (ARENA_ALIGN >> PAGE_SHIFT)      /* 65536 */
 #define ARENA_TABLE_PAGES (ARENA_PAGES * sizeof(void *) / PAGE_SIZE) /* 128 */
-#define ARENA_META_PAGES (ARENA_TABLE_PAGES + 1)     /* the table, then the head */
+#define ARENA_OBJMAP_PAGES (ARENA_PAGES * sizeof(uint32_t) / PAGE_SIZE) /* 64 */
+#define ARENA_META_PAGES (ARENA_TABLE_PAGES + 1 + ARENA_OBJMAP_PAGES) /* the table, the head, the objmap */
 #define ARENA_MAP_BITS 48                            /* addresses folio can own */
 
 /* A chunk is 2 MiB of arena memory; its meta is its part of the arena's
@@ -121,7 +122,7 @@ struct arena_head {
     uint8_t huge[ARENA_CHUNKS];        /* zone: each chunk's huge-page state (thp.c) */
 };
 
-extern _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
+extern INTERNAL _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
 
 static inline uintptr_t arena_base(uintptr_t a) { return a & ~(uintptr_t)(ARENA_ALIGN - 1); }
 /* The table slot of the page holding a: a must lie in an arena.  Every
@@ -139,6 +140,15 @@ static inline char *chunk_base(const struct chunk *c) {
 }
 static inline struct arena_head *arena_head_of(uintptr_t a) {
     return (struct arena_head *)(arena_base(a) + (ARENA_TABLE_PAGES << PAGE_SHIFT));
+}
+/* The objmap: one 32-bit word per arena page, after the head, written by the
+ * object layer (obj.h says what it holds) and read by free() without a
+ * lock: 16 pages per cache line where the span table holds 8 and a span's
+ * line 1, so the words of a heap's slabs stay in cache.  Zero (the mapping's
+ * own zero) means nothing. */
+static inline _Atomic uint32_t *arena_objmap_slot(uintptr_t a) {
+    return (_Atomic uint32_t *)(arena_base(a) + ((size_t)(ARENA_TABLE_PAGES + 1) << PAGE_SHIFT)) +
+           ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
 }
 /* a lies in an arena (NULL and addresses beyond 48 bits do not) */
 static inline bool arena_owns(uintptr_t a) {

@@ -36,6 +36,10 @@
  *  - a free object's second word holds its tag (address ^ slab_secret),
  *    carved ones included; malloc clears it, so free of an object whose word
  *    already holds it is a double free;
+ *  - a slab's pages' objmap words (meta.h, below) name its owner while the
+ *    owner is a heap with an id, and say which pages lie wholly below the
+ *    bump pointer (extend() carves to a page boundary): a free whose word
+ *    matches the calling heap is local and reads no span;
  *  - a free object's first word is its free-list link, stored encoded as
  *    next ^ tag (safe-linking) on every list (b->list, s->free,
  *    s->thread_free, the objects extend() carves): only slab_link_encode
@@ -55,11 +59,13 @@ struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
+    uint32_t area;      /* capacity * size: the objects' part of a slab (the rest is slack) */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
     uint32_t list_max;  /* a bin list's highest high: FOLIO_HEAP_LIST_KIB of objects (its lowest: capacity) */
     uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
-extern struct class_info classes[NCLASSES];
+extern INTERNAL struct class_info classes[NCLASSES];
+_Static_assert(sizeof(struct class_info) == 32, "free() finds a class's line with a shift");
 void classes_init(void);
 /* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
 static inline unsigned size_class(size_t n) {
@@ -191,6 +197,9 @@ struct heap {
     void *run_first, *run_last;
     uint32_t run_n;
     struct heap *all_next, *free_next;
+    uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
+    uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
+                           * arena_map for that arena), or ARENA_HINT_NONE */
     bool live;
     /* written by other threads: bins whose full slabs got remote frees */
     _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
@@ -334,6 +343,24 @@ static inline bool small_is_freed(const void *p) {
     return ((const uintptr_t *)p)[1] == ((uintptr_t)p ^ slab_secret);
 }
 
+/* ---- the objmap (meta.h): per page, what a local free needs ----
+ * While a page belongs to a slab whose owner is a heap with an id, its word
+ * is id | OBJMAP_CARVED (if the page ends at or below the slab's bump
+ * pointer) | class << 16 | the page's index in the slab << 24; otherwise 0.
+ * Only the owner writes its slabs' words (a new slab, a bump pointer that
+ * moves, a slab that leaves it), each with one atomic store; heaps past
+ * OBJMAP_ID_MAX have no id and free through their spans.  So a free whose
+ * word's low half equals the calling heap's objmap_id is a local free of an
+ * object that was handed out (below the bump pointer), and it finds the
+ * slab's start and class without reading the span. */
+#define OBJMAP_CARVED 0x8000u
+#define OBJMAP_ID_MAX 0x7ffeu
+#define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heaps past the max (heap_abandoned: 0) */
+#define ARENA_HINT_NONE UINTPTR_MAX /* no address >> ARENA_SHIFT equals it */
+static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, bool carved) {
+    return id ? id | (carved ? OBJMAP_CARVED : 0) | (uint32_t)cls << 16 | page << 24 : 0;
+}
+
 /* Push the free object p (its tag already checked) on bin b's list.  0:
  * done; 1: pushed, and the list is past its bound; 2: not pushed (p lies
  * in another arena than the list's head): the caller calls
@@ -363,6 +390,21 @@ static inline int small_free_local(struct heap *h, struct span *s, void *p) {
         return 0;
     }
     struct bin *b = &h->bins[s->cls];
+    HEAP_COUNT(b->frees, 1);
+    return small_list_push(b, w, tag);
+}
+
+/* small_free_local by the objmap: word is p's page's, and its low half is
+ * h's objmap_id (so p's page is carved, in a slab of h's: on the last page,
+ * only below the slack, hence the area check).  -1: not an object start, or
+ * already free (the caller reports it through the span). */
+static inline int small_free_mapped(struct heap *h, uint32_t word, void *p) {
+    uintptr_t *w = p;
+    uintptr_t tag = slab_tag(p);
+    const struct class_info *ci = &classes[(word >> 16) & 0xff];
+    uintptr_t off = ((uintptr_t)p & (PAGE_SIZE - 1)) + ((uintptr_t)(word >> 24) << PAGE_SHIFT);
+    if (unlikely(off * ci->inv >= ci->inv || off >= ci->area || w[1] == tag)) return -1;
+    struct bin *b = &h->bins[(word >> 16) & 0xff];
     HEAP_COUNT(b->frees, 1);
     return small_list_push(b, w, tag);
 }

@@ -31,11 +31,13 @@ void classes_init(void) {
         classes[c].pages = pages;
         classes[c].capacity = (uint32_t)(((size_t)pages << PAGE_SHIFT) / size);
         classes[c].inv = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
+        classes[c].area = classes[c].capacity * size;
         /* a refill moves a whole slab's free list onto an empty bin list */
         uint64_t list = ((uint64_t)opt.heap_list_kib << 10) / size;
         classes[c].list_batch = 2048 / size < 8 ? 8 : 2048 / size > 64 ? 64 : 2048 / size;
         classes[c].list_max = (uint32_t)(list > 65535 ? 65535 : list < classes[c].capacity ? classes[c].capacity : list);
         if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);
+        if (pages > 256) os_fatal_ptr("folio: a slab of more than 256 pages (objmap words) in class", &classes[c]);
     }
     for (unsigned i = 0; i <= SMALL_MAX >> 4; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
 }

@@ -9,9 +9,11 @@
 #include "obj.h"
 
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
-struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}}}; /* no thread's */
+struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}},
+                         .objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE}; /* no thread's */
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
-struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap */
+struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
+static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */
 
 /* heap registry (stats, reuse of exited threads' heaps) */
 static FORK_STATE lock_t heap_lock = LOCK_INIT(LOCK_RANK_HEAPS);
@@ -57,6 +59,28 @@ static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
+/* ---- objmap words (obj.h) ---- */
+/* s's words for owner h: 0 for NULL, heap_abandoned or a heap without id */
+static void objmap_set(const struct span *s, const struct heap *h) {
+    uint32_t id = h && h->objmap_id != OBJMAP_ID_NONE ? h->objmap_id & ~OBJMAP_CARVED : 0;
+    _Atomic uint32_t *w = arena_objmap_slot((uintptr_t)s->start);
+    for (uint32_t i = 0; i < s->npages; i++) {
+        bool carved = s->start + ((size_t)(i + 1) << PAGE_SHIFT) <= s->bump || s->bump == s->bump_end;
+        atomic_store_explicit(&w[i], objmap_word(id, s->cls, i, carved), memory_order_relaxed);
+    }
+}
+/* s's bump pointer moved from `from` up to s->bump: the pages that now end
+ * below it are carved */
+static void objmap_carve(const struct span *s, const char *from) {
+    _Atomic uint32_t *w = arena_objmap_slot((uintptr_t)s->start);
+    uint32_t i = (uint32_t)((size_t)(from - s->start) >> PAGE_SHIFT);
+    uint32_t end = s->bump == s->bump_end ? s->npages : (uint32_t)((size_t)(s->bump - s->start) >> PAGE_SHIFT);
+    for (; i < end; i++) {
+        uint32_t v = atomic_load_explicit(&w[i], memory_order_relaxed);
+        if (v) atomic_store_explicit(&w[i], v | OBJMAP_CARVED, memory_order_relaxed);
+    }
+}
+
 /* Take the objects other threads freed back into s.  Returns how many.
  * The remote list's head word carries its length (slab_remote_count), so no
  * object of it is read here: when s->free is empty (the allocation path's
@@ -86,6 +110,7 @@ static uint32_t collect_list(struct span *s, uintptr_t tf) {
     } else { /* n == used: nothing of s is in use */
         s->free = NULL;
         s->bump = s->start;
+        objmap_set(s, atomic_load_explicit(&s->owner, memory_order_relaxed));
     }
     slab_set_used(s, used - n);
     struct heap *h = heap_current();
@@ -105,6 +130,7 @@ static void retire(struct heap *h, struct span *s) {
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    objmap_set(s, NULL);
     if (h && h->nr_empty < h->empty_high.high) {
         s->next = h->empty;
         h->empty = s;
@@ -172,6 +198,7 @@ static void spare_put(struct span *s) {
     span_set_kind(s, SPAN_TAKEN);
     s->flags = 0;
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    objmap_set(s, NULL);
     s->freed_at = os_now_ms();
     atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
     lf_push(&spare[__builtin_ctz(s->npages)], s, s, SPAN_NEXT);
@@ -252,23 +279,22 @@ static void unfull(struct bin *b, struct span *s) {
  * handed out. */
 #define SLAB_FRESH 0x8u
 
-/* Carve never-used objects onto s->free.  On a fresh slab, those whose
- * first word (the link written here) lies in the pages the first of them
- * covers, which its owner is about to write anyway: a page fault costs more
- * than the slow path that the classes of 4 KiB and up then take per object.
- * Elsewhere (resident pages) a page's worth, but at least 8, so that those
- * classes do not take the slow path on every allocation. */
+/* Carve never-used objects onto s->free: every object that starts below a
+ * page boundary, so that the bump pointer never has a carved object on its
+ * page (the objmap marks whole pages carved).  On a fresh slab, up to the
+ * end of the pages the first of them covers, which its owner is about to
+ * write anyway: a page fault costs more than the slow path that the classes
+ * of 4 KiB and up then take per object.  Elsewhere (resident pages) at
+ * least a page's worth and 8, so that those classes do not take the slow
+ * path on every allocation. */
 static void extend(struct span *s) {
     size_t size = s->obj_size;
     char *p = s->bump;
     size_t left = (size_t)(s->bump_end - p) / size, k;
-    if (s->flags & SLAB_FRESH) {
-        uintptr_t touched = ((uintptr_t)p + size + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
-        k = (touched - (uintptr_t)p - 1) / size + 1;
-    } else {
-        k = PAGE_SIZE / size;
-        if (k < 8) k = 8;
-    }
+    size_t least = (s->flags & SLAB_FRESH) ? 1 : PAGE_SIZE / size < 8 ? 8 : PAGE_SIZE / size;
+    /* the page boundary at or after the end of the least'th object */
+    uintptr_t boundary = ((uintptr_t)p + least * size + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
+    k = (boundary - (uintptr_t)p - 1) / size + 1;
     if (k > left) k = left;
     /* each carved object carries its free tag (its link's line): a free of
      * one never handed out is a double free */
@@ -279,6 +305,7 @@ static void extend(struct span *s) {
     }
     s->free = p;
     s->bump = p + k * size;
+    objmap_carve(s, p);
 }
 
 static struct span *slab_new(struct heap *h, unsigned c) {
@@ -317,6 +344,8 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
+    objmap_set(s, h);
+    h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     /* a class that filled a slab fills this one too: fault it in at once */
     if ((s->flags & SLAB_FRESH) && h->bins[c].full &&
@@ -334,6 +363,8 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
         s->next = s->prev = NULL;
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
+        objmap_set(s, h);
+        h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
         if (slab_used(s) == 0) {
             if (h->nr_empty < h->empty_high.high) retire(h, s);
             else spare_put(s);
@@ -374,6 +405,7 @@ static struct heap *heap_create(void) {
         lock_acquire(&heap_lock);
         h->all_next = heaps_all;
         heaps_all = h;
+        h->objmap_id = heap_ids < OBJMAP_ID_MAX ? ++heap_ids | OBJMAP_CARVED : OBJMAP_ID_NONE;
         lock_release(&heap_lock);
     }
     for (unsigned c = 0; c < NCLASSES; c++) {
@@ -387,6 +419,7 @@ static struct heap *heap_create(void) {
         h->bins[c].frees = 0;
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
+    h->arena_hint = ARENA_HINT_NONE;
     h->run_slab = NULL;
     h->run_first = h->run_last = NULL;
     h->run_n = 0;
@@ -705,6 +738,7 @@ static void heap_abandon(struct heap *h) {
                 continue;
             }
             atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
+            objmap_set(s, NULL);
             lf_push(&abandoned[c], s, s, SPAN_NEXT);
         }
     }
@@ -823,6 +857,7 @@ void heap_counts(struct heap_counts *hc) {
         uint64_t heapless = atomic_load_explicit(&remote_frees_without_heap[c], memory_order_relaxed);
         frees[c] = dead_frees[c] + heapless;
         hc->remote_frees += heapless;
+        hc->remote_batches += heapless; /* a thread without a heap pushes each at once */
     }
     for (struct heap *h = heaps_all; h; h = h->all_next) {
         if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
@@ -944,6 +979,20 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
     bad += on_full != !!(s->flags & SPAN_FULL);
     uint32_t k = s->capacity / 8;
     bad += s->slow_used != (on_full ? (int32_t)(s->capacity - (k ? k : 1)) : s == h->bins[c].cur ? -1 : 0);
+    /* the objmap words: h's id, the class, the page, carved up to the bump
+     * pointer's page (every object started below it is carved) */
+    uint32_t id = h->objmap_id != OBJMAP_ID_NONE ? h->objmap_id & ~OBJMAP_CARVED : 0;
+    const _Atomic uint32_t *w = arena_objmap_slot((uintptr_t)s->start);
+    for (uint32_t i = 0; i < s->npages; i++) {
+        const char *page_end = s->start + ((size_t)(i + 1) << PAGE_SHIFT);
+        bool carved = page_end <= s->bump || s->bump == s->bump_end;
+        bad += atomic_load_explicit(&w[i], memory_order_relaxed) != objmap_word(id, c, i, carved);
+    }
+    /* extend() carves to a page boundary: no carved object starts on the
+     * bump pointer's page (whose word says not carved) */
+    if (s->bump != s->start && s->bump != s->bump_end)
+        bad += (size_t)(s->bump - s->obj_size - s->start) >> PAGE_SHIFT ==
+               (size_t)(s->bump - s->start) >> PAGE_SHIFT;
     return bad;
 }
 

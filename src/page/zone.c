@@ -239,7 +239,7 @@ static void depot_release_list(struct span *list, uint64_t before);
 /* ---- chunks ---- */
 
 /* Descriptors chunk_add may use: the blocks of a metadata chunk's free part
- * (pages ARENA_META_PAGES..511: one per set bit of 512 - 129, at most 9). */
+ * (pages ARENA_META_PAGES..511: one per set bit of 512 - ARENA_META_PAGES, at most 9). */
 #define CHUNK_ADD_DESCS 10
 
 /* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
@@ -502,9 +502,20 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
     return first;
 }
 
-/* packed: an odd size may be carved right after the last one (next fit);
- * a block that realloc will grow is not, so the rest of its power-of-two
- * block stays free behind it for zone_resize */
+/* A chunk backed (or to be backed) by a huge page is resident whole: next
+ * fit matters there only.  In a chunk of 4 KiB pages the tail of a block
+ * carved from a power of two stays untouched, and taking the freed blocks
+ * first (the lists are LIFO) reuses resident pages, where next fit would
+ * walk through untouched ones for as long as the purge delay keeps the
+ * freed pages resident. */
+static bool chunk_packs_odd(const struct chunk *c) {
+    uint8_t h = *chunk_huge(c);
+    return h == CHUNK_HUGE_ADVISED || h == CHUNK_HUGE_COLLAPSED;
+}
+
+/* packed: an odd size may be carved right after the last one (next fit) in
+ * a huge chunk; a block that realloc will grow is not, so the rest of its
+ * power-of-two block stays free behind it for zone_resize (lock held) */
 static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
@@ -512,10 +523,11 @@ static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool pa
     bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
-        if (odd && zone.odd_chunk) d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (odd && zone.odd_chunk && chunk_packs_odd(zone.odd_chunk))
+            d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
         if (!d) d = block_take(order);
     }
-    if (d && odd) {
+    if (d && odd && chunk_packs_odd(d->chunk)) {
         zone.odd_chunk = d->chunk;
         zone.odd_next = d->page_idx + (uint32_t)npages;
     }

@@ -122,6 +122,11 @@ static int random_ops(unsigned seed) {
             EXPECT(pthread_create(&t, NULL, live_and_exit, &sl) == 0, "pthread_create");
             pthread_join(t, NULL);
             EXPECT(sl.bad == 0, "step %d: the exiting thread's heap: %zu violations", step, sl.bad);
+            /* its slabs went to the abandoned lists: no objmap word names a dead heap */
+            for (int k = 0; k < sl.n; k++) {
+                uint32_t w = atomic_load(arena_objmap_slot((uintptr_t)sl.p[k]));
+                EXPECT(w == 0, "step %d: a dead thread's object %p has objmap word %#x", step, sl.p[k], w);
+            }
             for (int k = 0; k < sl.n; k++) {
                 int j = (int)(rnd(&seed) % SLOTS);
                 free(slot[j]);
@@ -175,6 +180,14 @@ static int corruptions(void) {
     EXPECT(slab_check_current() > 0, "slab_check_current missed a live object on the free list");
     *(uintptr_t *)q1 = saved;
     EXPECT(slab_check_current() == 0, "slab check after the link was restored");
+
+    _Atomic uint32_t *word = arena_objmap_slot((uintptr_t)keep);
+    uint32_t good = atomic_load(word);
+    EXPECT((good & 0xffff) == tl_heap->objmap_id, "keep's page names this heap, carved (word %#x)", good);
+    atomic_store(word, good ^ OBJMAP_CARVED); /* the page said not carved: frees take the span route */
+    EXPECT(slab_check_current() > 0, "slab_check_current missed an objmap word without its carved bit");
+    atomic_store(word, good);
+    EXPECT(slab_check_current() == 0, "slab check after the objmap word was restored");
 
     struct heap *h = tl_heap;
     atomic_store(&s->owner, &heap_abandoned);
