@@ -114,6 +114,7 @@ extern const char *const os_thp_defrag_names[]; /* by enum os_thp_defrag */
 bool os_advise_huge(void *p, size_t size, bool huge); /* MADV_HUGEPAGE, or MADV_NOHUGEPAGE */
 bool os_collapse(void *p, size_t size);               /* MADV_COLLAPSE; false: refused or unsupported */
 bool os_populate_write(void *p, size_t size);         /* MADV_POPULATE_WRITE; false: unsupported */
+long os_resident_pages(void *p, size_t size);         /* mincore: pages resident (size <= 2 MiB); -1: refused */
 /* the madvise calls above, by advice, since start */
 struct os_advice_calls {
     uint64_t hugepage, nohugepage, collapse, populate;
