@@ -63,22 +63,28 @@ static bool system_allows(const struct os_thp *t) {
 static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state == CHUNK_HUGE_COLLAPSED; }
 
 /* auto, in a heap of THP_DENSE_HEAP_PAGES up to THP_HEAP_PAGES: a new chunk
- * is advised when the chunk of its type the zone started before it (the
- * one it was filling: fullest first) is dense, both handed out (at most
- * 1/16 of it free in the zone) and written (7/8 of its pages resident,
- * mincore): a heap that grows that way fills the next chunk too.  A heap
- * whose pages are handed out but written slowly (slabs carved as objects
- * are, pagesets' cached blocks, threads that come and go) shows 1/5 to 3/4
- * of them resident there (docs/notes/startup.md, session 9). */
-#define THP_DENSE_HEAP_PAGES (4 * CHUNK_PAGES) /* 8 MiB: below it, small programs' heaps */
-#define THP_DENSE_RESIDENT (CHUNK_PAGES * 7 / 8)
-static char *last_started[2]; /* by chunk type; under the zone lock */
+ * is advised when the last two chunks of its type the zone started before
+ * it (each the one it was filling then: fullest first) were found dense
+ * when their successors were started: handed out (at most 1/16 of the chunk
+ * free in the zone) and written (13/16 of its pages resident, mincore).  A
+ * heap that grows that way fills the next chunk too.  A heap whose pages
+ * are handed out but written slowly (slabs carved as objects are handed
+ * out, pagesets' cached blocks, threads that come and go) showed 1/6 to 3/4
+ * of them resident, the first-touch heaps 7/8 and more (docs/notes/
+ * startup.md, session 9).  Checked from THP_DENSE_WATCH_PAGES, so that the
+ * run can be there when the heap reaches THP_DENSE_HEAP_PAGES. */
+#define THP_DENSE_WATCH_PAGES (2 * CHUNK_PAGES) /* 4 MiB */
+#define THP_DENSE_HEAP_PAGES (4 * CHUNK_PAGES)  /* 8 MiB: below it, small programs' heaps */
+#define THP_DENSE_RESIDENT (CHUNK_PAGES * 13 / 16)
+#define THP_DENSE_RUN 2
+static char *last_started[2];    /* by chunk type; under the zone lock */
+static unsigned dense_run[2];    /* chunks of the type found dense in a row */
 
 static uint32_t chunk_idx(const char *base) { return (uint32_t)(((uintptr_t)base >> CHUNK_SHIFT) & (ARENA_CHUNKS - 1)); }
 
-/* Note that base is the chunk now being filled; return whether the one
- * started before it, of its type, is dense. */
-static bool follows_dense(char *base, bool check) {
+/* base is the chunk the zone fills now (started whole, of its type):
+ * true if this and the chunks started before it make a dense run. */
+static bool dense_run_at(char *base, bool check) {
     struct arena_head *h = arena_head_of((uintptr_t)base);
     unsigned type = h->type[chunk_idx(base)] & 1;
     char *prev = last_started[type];
@@ -86,16 +92,18 @@ static bool follows_dense(char *base, bool check) {
     if (!check || !prev || prev == base) return false;
     struct arena_head *ph = arena_head_of((uintptr_t)prev);
     uint32_t i = chunk_idx(prev);
-    if (ph->state[i] != CHUNK_IN_ZONE || ph->free_pages[i] > CHUNK_PAGES / 16) return false;
-    if (huge(ph->huge[i])) return true; /* resident whole: its use is what the zone says */
-    return os_resident_pages(prev, CHUNK_SIZE) >= (long)THP_DENSE_RESIDENT;
+    bool dense = ph->state[i] == CHUNK_IN_ZONE && ph->free_pages[i] <= CHUNK_PAGES / 16 &&
+                 (huge(ph->huge[i]) /* resident whole: the zone's count is all there is */ ||
+                  os_resident_pages(prev, CHUNK_SIZE) >= (long)THP_DENSE_RESIDENT);
+    dense_run[type] = dense ? dense_run[type] + 1 : 0;
+    return dense_run[type] >= THP_DENSE_RUN;
 }
 
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
     if (opt.thp == FOLIO_THP_NEVER) return;
-    bool dense_rule = opt.thp == FOLIO_THP_AUTO && untouched && !huge(*state) &&
-                      heap_pages >= THP_DENSE_HEAP_PAGES && heap_pages < THP_HEAP_PAGES;
-    bool dense = follows_dense(base, dense_rule);
+    bool check = opt.thp == FOLIO_THP_AUTO && untouched && heap_pages >= THP_DENSE_WATCH_PAGES &&
+                 heap_pages < THP_HEAP_PAGES;
+    bool dense = dense_run_at(base, check) && heap_pages >= THP_DENSE_HEAP_PAGES;
     if (huge(*state)) return;
     if (opt.thp == FOLIO_THP_AUTO && (!untouched || (heap_pages < THP_HEAP_PAGES && !dense))) return;
     const struct os_thp *t = thp_system();
