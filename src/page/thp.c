@@ -73,8 +73,6 @@ static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state ==
  * of them resident, the first-touch heaps 7/8 and more (docs/notes/
  * startup.md, session 9).  Checked from THP_DENSE_WATCH_PAGES, so that the
  * run can be there when the heap reaches THP_DENSE_HEAP_PAGES. */
-#define THP_DENSE_WATCH_PAGES (2 * CHUNK_PAGES) /* 4 MiB */
-#define THP_DENSE_HEAP_PAGES (4 * CHUNK_PAGES)  /* 8 MiB: below it, small programs' heaps */
 #define THP_DENSE_RESIDENT (CHUNK_PAGES * 13 / 16)
 #define THP_DENSE_RUN 2
 static char *last_started[2];    /* by chunk type; under the zone lock */
