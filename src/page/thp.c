@@ -9,7 +9,9 @@
  *    chunk first, so a chunk is opened only when the others are full, and
  *    a heap that large keeps filling it; below that, the chunks partly
  *    used cost too large a share of the heap: docs/notes/startup.md has
- *    the trade-off); a chunk that filled up before,
+ *    the trade-off), or from THP_DENSE_HEAP_PAGES, when the chunks started
+ *    before it were written as densely as they were handed out (below:
+ *    the dense run); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free;
  *  - always: every chunk the zone starts to use; never: none (and, where
