@@ -585,9 +585,9 @@ bool os_collapse(void *p, size_t size) {
  * call; -1 when the kernel refuses. */
 long os_resident_pages(void *p, size_t size) {
     unsigned char vec[512];
-    size_t n = (size + 4095) / 4096;
+    size_t n = (size + PAGE_SIZE - 1) / PAGE_SIZE;
     if (n > sizeof vec) n = sizeof vec;
-    if (mincore(p, n * 4096, vec) != 0) return -1;
+    if (mincore(p, n * PAGE_SIZE, vec) != 0) return -1;
     long r = 0;
     for (size_t i = 0; i < n; i++) r += vec[i] & 1;
     return r;

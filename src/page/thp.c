@@ -71,9 +71,10 @@ static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state ==
  * free in the zone) and written (13/16 of its pages resident, mincore).  A
  * heap that grows that way fills the next chunk too.  A heap whose pages
  * are handed out but written slowly (slabs carved as objects are handed
- * out, pagesets' cached blocks, threads that come and go) showed 1/6 to 3/4
- * of them resident, the first-touch heaps 7/8 and more (docs/notes/
- * startup.md, session 9).  Checked from THP_DENSE_WATCH_PAGES, so that the
+ * out, pagesets' cached blocks, threads that come and go) showed from a few
+ * to 3/4 of them resident, the first-touch heaps 86 % and more (docs/notes/
+ * startup.md, session 9).  Where the system allows no huge page nothing is
+ * read.  Checked from THP_DENSE_WATCH_PAGES, so that the
  * run can be there when the heap reaches THP_DENSE_HEAP_PAGES. */
 #define THP_DENSE_RESIDENT (CHUNK_PAGES * 13 / 16)
 #define THP_DENSE_RUN 2
@@ -102,7 +103,7 @@ static bool dense_run_at(char *base, bool check) {
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
     if (opt.thp == FOLIO_THP_NEVER) return;
     bool check = opt.thp == FOLIO_THP_AUTO && untouched && heap_pages >= THP_DENSE_WATCH_PAGES &&
-                 heap_pages < THP_HEAP_PAGES;
+                 heap_pages < THP_HEAP_PAGES && system_allows(thp_system());
     bool dense = dense_run_at(base, check) && heap_pages >= THP_DENSE_HEAP_PAGES;
     if (huge(*state)) return;
     if (opt.thp == FOLIO_THP_AUTO && (!untouched || (heap_pages < THP_HEAP_PAGES && !dense))) return;
