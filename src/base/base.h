@@ -114,6 +114,7 @@ extern const char *const os_thp_defrag_names[]; /* by enum os_thp_defrag */
 bool os_advise_huge(void *p, size_t size, bool huge); /* MADV_HUGEPAGE, or MADV_NOHUGEPAGE */
 bool os_collapse(void *p, size_t size);               /* MADV_COLLAPSE; false: refused or unsupported */
 bool os_populate_write(void *p, size_t size);         /* MADV_POPULATE_WRITE; false: unsupported */
+long os_resident_pages(void *p, size_t size);         /* mincore: pages resident (size <= 2 MiB); -1: refused */
 /* the madvise calls above, by advice, since start */
 struct os_advice_calls {
     uint64_t hugepage, nohugepage, collapse, populate;
@@ -284,9 +285,10 @@ static inline void lock_reset(lock_t *l) {
       "1: time every folio lock's holds (two cycle-counter reads per hold; the report's "     \
       "locks[].held_ns); acquisitions and waits are always counted")                         \
     X(thp, "FOLIO_THP", 0,                                                                     \
-      "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense, once the "  \
-      "heap holds 32 MiB, and regions of blocks above 2 MiB), never (1), always (2: every "   \
-      "chunk); within what the system allows")                                                 \
+      "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense: from 8 MiB " \
+      "of heap those after two chunks handed out and written densely, from 32 MiB every new " \
+      "one; and regions of blocks above 2 MiB), never (1), always (2: every chunk); within "  \
+      "what the system allows")                                                                \
     X(populate, "FOLIO_POPULATE", 1,                                                           \
       "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \
       "pages, once the heap holds 32 MiB) is faulted in one call (MADV_POPULATE_WRITE); 0: page by page") \

@@ -581,6 +581,18 @@ bool os_collapse(void *p, size_t size) {
     return sys_madvise(p, size, MADV_COLLAPSE) == 0;
 }
 
+/* Pages of [p, p + size) resident (mincore), at most 512 pages (2 MiB) per
+ * call; -1 when the kernel refuses. */
+long os_resident_pages(void *p, size_t size) {
+    unsigned char vec[512];
+    size_t n = (size + PAGE_SIZE - 1) / PAGE_SIZE;
+    if (n > sizeof vec) n = sizeof vec;
+    if (mincore(p, n * PAGE_SIZE, vec) != 0) return -1;
+    long r = 0;
+    for (size_t i = 0; i < n; i++) r += vec[i] & 1;
+    return r;
+}
+
 bool os_populate_write(void *p, size_t size) {
     count_call(&calls_populate);
     return sys_madvise(p, size, MADV_POPULATE_WRITE) == 0;

@@ -186,6 +186,8 @@ enum chunk_huge {
     CHUNK_HUGE_REFUSED,   /* the kernel refused a collapse: not tried again */
 };
 #define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which new chunks will be dense */
+#define THP_DENSE_WATCH_PAGES (2 * CHUNK_PAGES) /* auto: from 4 MiB, whether chunks fill densely is watched */
+#define THP_DENSE_HEAP_PAGES (4 * CHUNK_PAGES)  /* auto: from 8 MiB, a chunk after a dense run is advised */
 const struct os_thp *thp_system(void); /* the system's settings, read on first use */
 void thp_after_fork_child(void);
 /* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */

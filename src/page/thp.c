@@ -9,7 +9,9 @@
  *    chunk first, so a chunk is opened only when the others are full, and
  *    a heap that large keeps filling it; below that, the chunks partly
  *    used cost too large a share of the heap: docs/notes/startup.md has
- *    the trade-off); a chunk that filled up before,
+ *    the trade-off), or from THP_DENSE_HEAP_PAGES, when the chunks started
+ *    before it were written as densely as they were handed out (below:
+ *    the dense run); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free;
  *  - always: every chunk the zone starts to use; never: none (and, where
@@ -62,9 +64,49 @@ static bool system_allows(const struct os_thp *t) {
 
 static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state == CHUNK_HUGE_COLLAPSED; }
 
+/* auto, in a heap of THP_DENSE_HEAP_PAGES up to THP_HEAP_PAGES: a new chunk
+ * is advised when the last two chunks of its type the zone started before
+ * it (each the one it was filling then: fullest first) were found dense
+ * when their successors were started: handed out (at most 1/16 of the chunk
+ * free in the zone) and written (13/16 of its pages resident, mincore).  A
+ * heap that grows that way fills the next chunk too.  A heap whose pages
+ * are handed out but written slowly (slabs carved as objects are handed
+ * out, pagesets' cached blocks, threads that come and go) showed from a few
+ * to 3/4 of them resident, the first-touch heaps 86 % and more (docs/notes/
+ * startup.md, session 9).  Where the system allows no huge page nothing is
+ * read.  Checked from THP_DENSE_WATCH_PAGES, so that the
+ * run can be there when the heap reaches THP_DENSE_HEAP_PAGES. */
+#define THP_DENSE_RESIDENT (CHUNK_PAGES * 13 / 16)
+#define THP_DENSE_RUN 2
+static char *last_started[2];    /* by chunk type; under the zone lock */
+static unsigned dense_run[2];    /* chunks of the type found dense in a row */
+
+static uint32_t chunk_idx(const char *base) { return (uint32_t)(((uintptr_t)base >> CHUNK_SHIFT) & (ARENA_CHUNKS - 1)); }
+
+/* base is the chunk the zone fills now (started whole, of its type):
+ * true if this and the chunks started before it make a dense run. */
+static bool dense_run_at(char *base, bool check) {
+    struct arena_head *h = arena_head_of((uintptr_t)base);
+    unsigned type = h->type[chunk_idx(base)] & 1;
+    char *prev = last_started[type];
+    last_started[type] = base;
+    if (!check || !prev || prev == base) return false;
+    struct arena_head *ph = arena_head_of((uintptr_t)prev);
+    uint32_t i = chunk_idx(prev);
+    bool dense = ph->state[i] == CHUNK_IN_ZONE && ph->free_pages[i] <= CHUNK_PAGES / 16 &&
+                 (huge(ph->huge[i]) /* resident whole: the zone's count is all there is */ ||
+                  os_resident_pages(prev, CHUNK_SIZE) >= (long)THP_DENSE_RESIDENT);
+    dense_run[type] = dense ? dense_run[type] + 1 : 0;
+    return dense_run[type] >= THP_DENSE_RUN;
+}
+
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
-    if (opt.thp == FOLIO_THP_NEVER || huge(*state)) return;
-    if (opt.thp == FOLIO_THP_AUTO && (!untouched || heap_pages < THP_HEAP_PAGES)) return;
+    if (opt.thp == FOLIO_THP_NEVER) return;
+    bool check = opt.thp == FOLIO_THP_AUTO && untouched && heap_pages >= THP_DENSE_WATCH_PAGES &&
+                 heap_pages < THP_HEAP_PAGES && system_allows(thp_system());
+    bool dense = dense_run_at(base, check) && heap_pages >= THP_DENSE_HEAP_PAGES;
+    if (huge(*state)) return;
+    if (opt.thp == FOLIO_THP_AUTO && (!untouched || (heap_pages < THP_HEAP_PAGES && !dense))) return;
     const struct os_thp *t = thp_system();
     if (!system_allows(t)) return;
     /* under enabled=always the kernel backs the chunk anyway; a SPLIT chunk

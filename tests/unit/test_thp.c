@@ -1,8 +1,9 @@
 /* Unit test: the huge-page policy (thp.c) and the zone's use of it.
  *  - which chunks are advised: none under FOLIO_THP=never (no MADV_HUGEPAGE
  *    call, counted by os.c, while the heap grows past 32 MiB); under auto
- *    not a chunk of a small heap nor one already touched, and the next
- *    untouched chunk once the heap holds 32 MiB;
+ *    not a chunk of a small heap nor one already touched; in a heap of
+ *    8-32 MiB not chunks handed out but not written, and the chunk after
+ *    two written whole; the next untouched chunk once the heap holds 32 MiB;
  *  - a huge chunk is purged only whole: a dirty free block in it is left
  *    resident while more than half of the chunk is in use (counted), and
  *    purged once half is free, after MADV_NOHUGEPAGE; trim and memory
@@ -19,6 +20,8 @@
 
 #define GROW ((int)(THP_HEAP_PAGES / CHUNK_PAGES) + 2)
 static struct span *grown[2 * GROW];
+#define DENSE_MAX 16
+static struct span *dense[DENSE_MAX];
 
 /* The free block of the zone that starts at page idx of chunk c, if any. */
 static struct span *free_block_at(struct chunk *c, uint32_t idx) {
@@ -64,14 +67,39 @@ int main(void) {
 
     /* ---- auto: small heaps and touched chunks are not advised (no call is made) ---- */
     struct os_advice_calls a0, a1;
+    struct span *first = zone_alloc_pages(CHUNK_PAGES, 1);
+    EXPECT(first, "a chunk");
     os_advice_calls(&a0);
     uint8_t state = CHUNK_HUGE_NONE;
-    thp_chunk_used(NULL, &state, true, THP_HEAP_PAGES - 1);
-    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 32 MiB was advised");
-    thp_chunk_used(NULL, &state, false, THP_HEAP_PAGES);
+    thp_chunk_used(first->start, &state, true, THP_DENSE_WATCH_PAGES - 1);
+    EXPECT(state == CHUNK_HUGE_NONE, "a chunk of a heap under 4 MiB was advised");
+    thp_chunk_used(first->start, &state, false, THP_HEAP_PAGES);
     EXPECT(state == CHUNK_HUGE_NONE, "a touched chunk was advised");
     os_advice_calls(&a1);
     EXPECT(a1.hugepage == a0.hugepage, "a chunk left alone got MADV_HUGEPAGE");
+
+    /* ---- auto, a heap of 8-32 MiB: chunks handed out but not written are
+     * not advised; written whole one after another, the chunk after two
+     * of them is ---- */
+    int ndense = 0;
+    while (zone_in_use_pages() < THP_DENSE_HEAP_PAGES + CHUNK_PAGES && ndense < DENSE_MAX - 3) {
+        dense[ndense] = zone_alloc_pages(CHUNK_PAGES, 1);
+        EXPECT(dense[ndense], "chunk %d", ndense);
+        EXPECT(zone_chunk_huge(dense[ndense]) == CHUNK_HUGE_NONE,
+               "chunk %d (not written) of a %zu-page heap advised", ndense, zone_in_use_pages());
+        ndense++;
+    }
+    for (int i = 0; i < 3; i++) {
+        struct span *s = dense[ndense++] = zone_alloc_pages(CHUNK_PAGES, 1);
+        EXPECT(s, "written chunk %d", i);
+        uint8_t want = i == 2 && allowed ? CHUNK_HUGE_ADVISED : CHUNK_HUGE_NONE;
+        EXPECT(zone_chunk_huge(s) == want, "chunk %d after %d written whole: state %u, not %u", ndense - 1, i,
+               zone_chunk_huge(s), want);
+        if (i < 2) memset(s->start, 1, CHUNK_SIZE);
+    }
+    EXPECT(zone_in_use_pages() < THP_HEAP_PAGES, "the dense run needs a heap under 32 MiB (%zu pages)",
+           zone_in_use_pages());
+    EXPECT(zone_check() == 0, "zone inconsistent after the dense run");
 
     /* ---- never: the heap grows past 32 MiB without MADV_HUGEPAGE ---- */
     opt.thp = FOLIO_THP_NEVER;
@@ -99,6 +127,8 @@ int main(void) {
                "(enabled=%s, 2 MiB pages %s)\n",
                os_thp_mode_names[sys->enabled], os_thp_mode_names[sys->pmd]);
         for (int i = 0; i < GROW; i++) free_dirty(grown[i]);
+        for (int i = 0; i < ndense; i++) free_dirty(dense[i]);
+        free_dirty(first);
         EXPECT(zone_check() == 0, "zone inconsistent");
         return 0;
     }
@@ -160,6 +190,8 @@ int main(void) {
     for (int i = 0; i < 4; i++)
         if (q[i] != q[0] && q[i] != other) free_dirty(q[i]);
     for (int i = 0; i < GROW; i++) free_dirty(grown[i]);
+    for (int i = 0; i < ndense; i++) free_dirty(dense[i]);
+    free_dirty(first);
     zone_purge(true, 0);
     EXPECT(zone_check() == 0, "zone inconsistent at the end");
     printf("thp: advised %llu, kept %llu, split %llu (enabled=%s, 2 MiB pages %s)\n",
