@@ -185,9 +185,11 @@ __attribute__((noinline)) static void free_other(void *p, struct span *looked_up
 EXPORT void API(free)(void *p) {
     uintptr_t a = (uintptr_t)p;
     struct heap *h = tl_heap;
-    /* p lies in an arena (not for p == NULL: no arena at 0), so its word is
-     * mapped: most often the arena of the heap's last slab */
-    if (likely(a >> ARENA_SHIFT == h->arena_hint || arena_owns(a))) {
+    /* p lies in the arena of the heap's last new slab (not for p == NULL:
+     * no arena at 0; never for a thread without a heap), so its word is
+     * mapped.  Elsewhere (another thread's object or arena) the span says
+     * whose it is, with no word read first. */
+    if (likely(a >> ARENA_SHIFT == h->arena_hint)) {
         uint32_t word = atomic_load_explicit(arena_objmap_slot(a), memory_order_relaxed);
         if (likely((word & 0xffff) == h->objmap_id)) {
             int r = small_free_mapped(h, word, p);
