@@ -615,13 +615,14 @@ void zone_free_bulk(struct span *list) {
 #define DEPOT_SHARDS 16
 struct depot_size {
     uint32_t n;                     /* spans held */
+    uint64_t got, put;              /* spans taken and put, ever (the report's gets, puts and
+                                     * its share of pages_from_zone, pages_to_zone) */
     struct span *slot[DEPOT_SLOTS]; /* oldest first */
 };
 struct depot_shard {
     lock_t lock;
     _Atomic uint32_t nonempty; /* a hint without the lock: whether to take it */
     uint32_t pages;
-    uint64_t gets, puts;
 };
 _Static_assert(sizeof(struct depot_shard) <= CACHELINE, "a depot shard is one cache line");
 static FORK_STATE struct depot_shard depot_shards[DEPOT_SHARDS] __attribute__((aligned(CACHELINE))) = {
@@ -759,7 +760,7 @@ static long depot_take(uint32_t npages, long n, struct span **out) {
             atomic_store_explicit(&h->nonempty, atomic_load_explicit(&h->nonempty, memory_order_relaxed) & ~shard_bit(npages),
                                   memory_order_relaxed);
         h->pages -= (uint32_t)got * npages;
-        h->gets += (uint64_t)got;
+        d->got += (uint64_t)got;
         atomic_fetch_sub_explicit(&depot_pages_total, (uint64_t)got * npages, memory_order_relaxed);
     }
     shard_unlock(h);
@@ -785,7 +786,6 @@ long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct spa
     bool order = list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER);
     if (order ? got >= n : got > 0) return got;
     zone_lock();
-    zone.st.pages_from_zone += (uint64_t)got * npages;
     if (order) { /* an order list: the rest of the refill from the buddy lists */
         unsigned o = (unsigned)__builtin_ctz(npages);
         long taken = 0;
@@ -849,7 +849,7 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
                     atomic_store_explicit(&h->nonempty, atomic_load_explicit(&h->nonempty, memory_order_relaxed) | shard_bit(npages),
                                           memory_order_relaxed);
                 h->pages += npages;
-                h->puts++;
+                d->put++;
                 atomic_fetch_add_explicit(&depot_pages_total, npages, memory_order_relaxed);
                 continue;
             }
@@ -866,6 +866,7 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
         struct span *s = rest;
         rest = s->next;
         zone.st.depot_bypassed++;
+        zone.st.pages_to_zone += s->npages;
         s->freed_at = now;
         if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
     }
@@ -1073,17 +1074,25 @@ size_t zone_dirty_bytes(void) {
 
 /* free_pages and dirty_pages count the depot's spans (free, dirty) */
 void zone_stats(struct zone_stats *st) {
-    uint64_t gets = 0, puts = 0, pages = 0;
-    for (int i = 0; i < DEPOT_SHARDS; i++) { /* each shard's lock in turn, then the zone's */
+    uint64_t gets = 0, puts = 0, pages = 0, got = 0, put = 0;
+    for (uint32_t i = 0; i < DEPOT_SHARDS; i++) { /* each shard's lock in turn, then the zone's */
         shard_lock(&depot_shards[i]);
-        gets += depot_shards[i].gets;
-        puts += depot_shards[i].puts;
         pages += depot_shards[i].pages;
+        for (uint32_t n = i; n < CHUNK_PAGES; n += DEPOT_SHARDS) {
+            const struct depot_size *d = depot_sizes[n];
+            if (!d) continue;
+            gets += d->got;
+            puts += d->put;
+            got += d->got * n;
+            put += d->put * n;
+        }
         shard_unlock(&depot_shards[i]);
     }
     zone_lock();
     *st = zone.st;
     zone_unlock();
+    st->pages_from_zone += got; /* the depot is the page heap's too */
+    st->pages_to_zone += put;
     st->depot_gets = gets;
     st->depot_puts = puts;
     st->depot_pages = pages;

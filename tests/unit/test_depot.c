@@ -79,11 +79,12 @@ int main(void) {
     static struct span *v[K], *out[ZONE_REFILL_MAX];
     for (int i = 0; i < K; i++) EXPECT(v[i] = take12(), "12 pages");
     /* a put of a size nobody else asked for goes to the buddy lists */
-    struct zone_stats a0 = zs();
     ask(0, 12, 8);
+    struct zone_stats a0 = zs();
     zone_depot_put(0, chain(v, 8), 1 << 20, true);
     EXPECT(zs().depot_pages == a0.depot_pages && zs().depot_bypassed == a0.depot_bypassed + 8,
            "a size only the putter asked for was kept");
+    EXPECT(zs().pages_to_zone == a0.pages_to_zone + 96, "pages to zone: a put past the depot not counted");
     for (int i = 0; i < 8; i++) EXPECT(v[i] = take12(), "12 pages");
     ask(1, 12, ZONE_REFILL_MAX); /* another pageset wants 12-page spans */
     struct zone_stats a = zs();
@@ -96,6 +97,7 @@ int main(void) {
            (unsigned long long)(b.depot_puts - a.depot_puts));
     EXPECT(b.free_pages == a.free_pages + 96 && b.dirty_pages == a.dirty_pages + 96,
            "depot pages not counted free and dirty");
+    EXPECT(b.pages_to_zone == a.pages_to_zone + 96, "pages to zone: the depot's puts not counted");
     EXPECT(zone_check() == 0, "zone invariants with a depot");
 
     /* a refill takes the last put first, only of its size */
@@ -103,10 +105,12 @@ int main(void) {
            "a 13-page refill took from the 12-page depot");
     out[0]->flags = 0;
     zone_free_span(out[0]);
+    struct zone_stats b2 = zs();
     long n = zone_refill(1, 12, 3, out, NULL);
     EXPECT(n == 3 && out[0] == v[7] && out[1] == v[6] && out[2] == v[5], "refill of 3: got %ld, not the last put", n);
     EXPECT(span_kind(out[0]) == SPAN_PCP_FREE, "a depot span changed kind");
     EXPECT(zs().depot_gets == b.depot_gets + 3 && zs().depot_pages == b.depot_pages - 36, "depot counts after a refill");
+    EXPECT(zs().pages_from_zone == b2.pages_from_zone + 36, "pages from zone: the depot's refill not counted");
     zone_depot_put(0, chain(out, 3), 1 << 20, true);
 
     /* the bound: past it, to the buddy lists in the same hold */
