@@ -297,10 +297,15 @@ static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ slab
 static inline uintptr_t slab_link_encode(uintptr_t tag, const void *next) {
     return (uintptr_t)next ^ tag;
 }
-/* obj's successor (NULL: none); a link out of obj's chunk ends the process */
+/* d, obj's first word decoded up to its last xor (next ^ obj), is a link
+ * within obj's arena, or the end of the list (next == NULL) */
+static inline bool slab_link_stays(uintptr_t d, const void *obj) {
+    return likely(d < SLAB_LINK_SPAN) || d == (uintptr_t)obj;
+}
+/* obj's successor (NULL: none); a link out of obj's arena ends the process */
 static inline void *slab_link_next(const void *obj) {
     uintptr_t d = *(const uintptr_t *)obj ^ slab_secret; /* next ^ obj */
-    if (unlikely(d >= SLAB_LINK_SPAN) && d != (uintptr_t)obj) slab_bad_link(obj);
+    if (!slab_link_stays(d, obj)) slab_bad_link(obj);
     return (void *)(d ^ (uintptr_t)obj);
 }
 
@@ -315,7 +320,7 @@ static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     void **p = b->list;
     if (unlikely(p == NULL)) return miss(n);
     uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
-    if (unlikely(d >= SLAB_LINK_SPAN) && d != (uintptr_t)p) return slab_link_fault(p);
+    if (!slab_link_stays(d, p)) return slab_link_fault(p);
     b->list = (void *)(d ^ (uintptr_t)p);
     __builtin_prefetch(b->list, 1); /* the next pop reads its link: start the miss now */
     p[1] = NULL;

@@ -944,7 +944,7 @@ static size_t check_list(const struct span *s, const void *p, uint32_t limit, ui
         if (!small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
             return bad + 1; /* not an object of s: do not read further */
         uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
-        if (d >= SLAB_LINK_SPAN && d != (uintptr_t)p) return bad + 1;
+        if (!slab_link_stays(d, p)) return bad + 1;
         p = slab_link_next(p);
     }
     return bad;
@@ -1022,7 +1022,7 @@ static size_t check_bin_objects(const struct heap *h, unsigned c, const struct b
             s->cls != c || !small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
             return bad + 1; /* not a free object of h's: do not read further */
         uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
-        if (d >= SLAB_LINK_SPAN && d != (uintptr_t)p) return bad + 1;
+        if (!slab_link_stays(d, p)) return bad + 1;
         p = slab_link_next(p);
     }
     return bad + (n != want);
