@@ -19,10 +19,17 @@
  *   term-pause      purger started, main waits in pause(): SIGTERM ends it
  *   term-exited     purger started, main called pthread_exit, a thread
  *                   waits in pause(): SIGTERM ends the process
+ *   busy-nodelay    FOLIO_PURGE_DELAY_MS=0: 32 threads (and their
+ *                   successors) malloc, write and free 16 B-64 KiB blocks,
+ *                   passing them to each other; main forks a child that
+ *                   allocates, then returns while they work: both end (a
+ *                   purge pass once cycled forever under the zone lock
+ *                   when it kept a huge page whole with no delay)
  *
  * A process that does not end within LIMIT seconds fails the test. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,6 +100,27 @@ static void *wait_in_pause(void *arg)
     return NULL;
 }
 
+/* busy-nodelay's threads: a box of blocks passed between them */
+static void *_Atomic busy_box[64];
+static void *busy_work(void *arg)
+{
+    unsigned s = (unsigned)(uintptr_t)arg;
+    for (;;) {
+        s = s * 1103515245u + 12345u;
+        size_t n = 16 + (s >> 8) % 65536;
+        char *p = malloc(n);
+        if (p)
+            memset(p, 1, n < 64 ? n : 64);
+        free(atomic_exchange(&busy_box[(s >> 4) % 64], p));
+        if ((s & 1023) == 0) { /* a successor takes over */
+            pthread_t t;
+            if (!pthread_create(&t, NULL, busy_work, (void *)(uintptr_t)(s + 1)))
+                pthread_detach(t);
+            return NULL;
+        }
+    }
+}
+
 static void run_case_body(const char *name)
 {
     pthread_t t;
@@ -119,6 +147,23 @@ static void run_case_body(const char *name)
         start_purger();
         CHECK(pthread_create(&t, NULL, work_then_exit3, NULL) == 0, "pthread_create");
         pthread_exit(NULL);
+    } else if (!strcmp(name, "busy-nodelay")) {
+        for (int i = 0; i < 32; i++) {
+            pthread_t w;
+            CHECK(pthread_create(&w, NULL, busy_work, (void *)(uintptr_t)i) == 0, "pthread_create");
+            pthread_detach(w);
+        }
+        usleep(300 * 1000);
+        pid_t child = fork();
+        CHECK(child >= 0, "fork");
+        if (child == 0) {
+            free(OPAQUE(malloc(OPAQUE((size_t)100))));
+            _exit(0);
+        }
+        int st = 0;
+        CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the fork child: status %#x", st);
+        exit(0);
     } else if (!strcmp(name, "term-pause")) {
         start_purger();
         if (write(1, "ready\n", 6) != 6)
@@ -152,6 +197,8 @@ static int run_case(const char *name, int term, double *secs)
         setenv("FOLIO_CLEAR_MT_MIB", "1", 1);
         if (!strcmp(name, "exit-quiet") || !strcmp(name, "exit-nopurger"))
             setenv("FOLIO_PURGE_THREAD", "0", 1);
+        if (!strcmp(name, "busy-nodelay"))
+            setenv("FOLIO_PURGE_DELAY_MS", "0", 1);
         execl("/proc/self/exe", "test_exit", name, (char *)NULL);
         _exit(127);
     }
@@ -211,6 +258,7 @@ int main(int argc, char **argv)
     expect_exit("exit-helpers", 0);
     expect_exit("exit-last", 0);
     expect_exit("exit-status", 3);
+    expect_exit("busy-nodelay", 0);
     expect_term("term-pause");
     expect_term("term-exited");
     return 0;

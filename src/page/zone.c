@@ -979,7 +979,12 @@ bool zone_resize(struct span *s, size_t npages) {
 size_t zone_purge(bool all, size_t budget) {
     uint64_t now = os_now_ms();
     size_t done = 0;
-    struct span *kept = NULL; /* the first block left whole in this pass: the walk ends there */
+    /* a block left whole goes back to the tail, freed now: once one has,
+     * the walk ends at the first block freed now (with a delay of 0 the
+     * delay test alone would cycle through the kept ones forever; a
+     * pointer to the first kept one goes stale while the lock is dropped
+     * for a madvise, when another thread may take that block) */
+    bool requeued = false;
     /* the depot's spans that would have been purged by now had they gone
      * to the buddy lists go there now, and are purged below */
     uint64_t delay = (uint64_t)opt.purge_delay_ms, before = all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0;
@@ -989,7 +994,7 @@ size_t zone_purge(bool all, size_t budget) {
     depot_release_list(expired, before);
     for (;;) {
         struct span *d = zone.dirty_head;
-        if (!d || d == kept || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
+        if (!d || (requeued && d->freed_at >= now) || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
             (budget && done >= budget))
             break;
         uint8_t *huge = chunk_huge(d->chunk);
@@ -998,7 +1003,7 @@ size_t zone_purge(bool all, size_t budget) {
             dirty_del(d); /* a huge page stays whole: the block waits another delay */
             d->freed_at = now;
             dirty_add(d);
-            if (!kept) kept = d;
+            requeued = true;
             continue;
         }
         list_del(d);
