@@ -24,7 +24,7 @@
 /* growable: see large_alloc */
 static void *large_block(size_t n, size_t align, bool zero, bool growable) {
     struct span *s = NULL;
-    if (!growable && align <= PAGE_SIZE && (s = heap_big_get((n + PAGE_SIZE - 1) >> PAGE_SHIFT)))
+    if (!growable && align <= PAGE_SIZE && (s = heap_big_get(large_pages(n))))
         large_reuse(s, n, zero);
     else
         s = large_alloc(n, align, zero, growable);

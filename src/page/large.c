@@ -15,7 +15,7 @@
  * stay free for zone_resize, not from a pageset (whose carved tail would
  * sit on the pageset's lists and force a copy on every growth). */
 struct span *large_alloc(size_t n, size_t align, bool zero, bool growable) {
-    size_t npages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    size_t npages = growable ? (n + PAGE_SIZE - 1) >> PAGE_SHIFT : large_pages(n);
     size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
     struct span *s = growable ? zone_alloc_growable(npages ? npages : 1, align_pages)
                               : page_alloc(npages ? npages : 1, align_pages);

@@ -116,6 +116,17 @@ void pageset_unlock_all(bool child);
 
 /* ---------------------------------------------------------------- large / huge */
 /* large blocks (large.c): the caller counts them (heap_count_large) */
+/* The pages a large block of n bytes takes: above 16 pages, rounded up to a
+ * quarter of the power of two below it (at most 1/4 more address space; the
+ * pages past n stay untouched unless the block is reused), so that sizes that
+ * never repeat exactly still repeat by class in the caches in front of the
+ * zone (the heap's, the pageset's exact lists, the depot). */
+static inline size_t large_pages(size_t n) {
+    size_t pages = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    if (pages <= 16) return pages ? pages : 1;
+    size_t step = (size_t)1 << (61 - __builtin_clzll(pages - 1)); /* 2^(floor(log2(pages-1)) - 2) */
+    return (pages + step - 1) & ~(step - 1);
+}
 struct span *large_alloc(size_t n, size_t align, bool zero, bool growable); /* NULL: ENOMEM */
 void large_free(struct span *s, void *p); /* p must be s->start, else the process ends */
 /* large_free's first half: s is no live block any more (kind SPAN_TAKEN,

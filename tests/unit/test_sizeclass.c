@@ -1,6 +1,13 @@
 /* Unit test: size classes waste at most 15 bytes or 1/8, the fast table
  * agrees with size_class (every size up to SMALL_MAX), slabs hold >= 8 objects with <= 1/8 tail waste,
- * and the reciprocal offset check accepts exactly the object starts. */
+ * and the reciprocal offset check accepts exactly the object starts; large
+ * blocks take exact pages up to 64 KiB, then at most 1/4 more in at most
+ * 4 classes per power of two, never more than a chunk, and a block freed
+ * serves the next request of its class on the same CPU. */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,6 +41,36 @@ int main(void) {
         if (c + 1 < NCLASSES) EXPECT_ALL(classes[c + 1].size > ci->size, "classes not increasing at %u", c);
     }
     EXPECT_ALL(classes[NCLASSES - 1].size == SMALL_MAX, "last class %u", classes[NCLASSES - 1].size);
+
+    size_t prev = 0, classes_in_octave = 0, octave = 0;
+    for (size_t n = SMALL_MAX + 1; n <= LARGE_MAX; n += 512) {
+        size_t pages = large_pages(n), exact = (n + PAGE_SIZE - 1) >> PAGE_SHIFT;
+        EXPECT_ALL(pages >= exact && pages <= CHUNK_PAGES, "large_pages(%zu) = %zu", n, pages);
+        EXPECT_ALL(exact <= 16 ? pages == exact : (pages - exact) * 4 <= exact, "large_pages(%zu) = %zu wastes more than 1/4", n, pages);
+        EXPECT_ALL(pages >= prev, "large_pages not monotone at %zu", n);
+        if (pages != prev) {
+            size_t o = (size_t)(63 - __builtin_clzll(pages - 1));
+            classes_in_octave = o == octave ? classes_in_octave + 1 : 1;
+            octave = o;
+            EXPECT_ALL(exact <= 16 || classes_in_octave <= 4, "class %zu: %zu classes in its power of two", pages, classes_in_octave);
+        }
+        prev = pages;
+    }
+    /* 137 and 150 pages share the 160-page class: the block freed serves the
+     * second request (the CPU's pageset keeps it; pinned so both calls see
+     * the same pageset) */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET((unsigned)sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0) {
+        void *a = malloc(137 * PAGE_SIZE);
+        EXPECT(a && malloc_usable_size(a) == 160 * PAGE_SIZE, "usable size of 137 pages: %zu", a ? malloc_usable_size(a) : 0);
+        uintptr_t was = (uintptr_t)a;
+        free(a);
+        void *b = malloc(150 * PAGE_SIZE);
+        EXPECT((uintptr_t)b == was, "a 150-page request took %p, not the 160-page block %#lx just freed", b, (unsigned long)was);
+        free(b);
+    }
     if (unit_failures) return 1;
     puts("sizeclass: ok");
     return 0;
