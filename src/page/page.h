@@ -195,6 +195,7 @@ enum chunk_huge {
     CHUNK_HUGE_COLLAPSED, /* MADV_COLLAPSE once it was dense */
     CHUNK_HUGE_SPLIT,     /* purged in part: MADV_NOHUGEPAGE until it is whole and untouched again */
     CHUNK_HUGE_REFUSED,   /* the kernel refused a collapse: not tried again */
+    CHUNK_HUGE_DENSE,     /* 4 KiB pages, dense at the last collapse pass: collapsed if still dense at the next */
 };
 #define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which new chunks will be dense */
 #define THP_DENSE_WATCH_PAGES (2 * CHUNK_PAGES) /* auto: from 4 MiB, whether chunks fill densely is watched */
@@ -210,6 +211,8 @@ bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all);
  * MADV_NOHUGEPAGE (outside the lock, before the purge) */
 bool thp_split(uint8_t *state);
 bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_pages);
+/* a collapse pass finds the chunk so: true if it is to be collapsed now */
+bool thp_collapse_pass(uint8_t *state, uint32_t chunk_free_pages, size_t heap_pages);
 void thp_collapsed(uint8_t *state, bool ok);
 /* fault in what will be written now (chunk_state: its chunk's); true if done */
 bool thp_populate(void *p, size_t bytes, uint8_t chunk_state);
@@ -221,7 +224,7 @@ void thp_huge_region(void *p, size_t size); /* huge.c: a new region of huge bloc
 void thp_stats(struct thp_stats *st);
 size_t zone_in_use_pages(void);           /* pages of the zone's chunks not free in it */
 uint8_t zone_chunk_huge(const struct span *s); /* the huge state of s's chunk */
-size_t zone_collapse_dense(unsigned max); /* the purger: collapse up to max dense chunks */
+size_t zone_collapse_dense(unsigned max, uint64_t now_ms); /* the purger: a pass, once a purge delay; collapses up to max chunks */
 
 /* ---------------------------------------------------------------- reclaim */
 /* Address space is a resource: when a mapping fails, a tier's entry point

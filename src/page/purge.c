@@ -45,7 +45,7 @@ static void purge_now(size_t budget) {
     pageset_decay_tick();
     zone_purge(false, budget);
     huge_purge(false);
-    if (!budget) zone_collapse_dense(4); /* the purger thread only: each copies 2 MiB */
+    if (!budget) zone_collapse_dense(4, os_now_ms()); /* the purger thread only: each copies 2 MiB */
     if (obj_hooks->reclaim) obj_hooks->reclaim();
     atomic_store_explicit(&purging, 0, memory_order_release);
 }

@@ -13,7 +13,8 @@
  *    before it were written as densely as they were handed out (below:
  *    the dense run); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
- *    at most 1/16 of it is free;
+ *    at most 1/16 of it is free at two of its passes, a purge delay apart
+ *    (thp_collapse_pass);
  *  - always: every chunk the zone starts to use; never: none (and, where
  *    the system backs everything, each arena is advised MADV_NOHUGEPAGE);
  *  - the system's settings bound all of it: where no size is allowed
@@ -152,6 +153,20 @@ bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_p
     if (opt.thp == FOLIO_THP_NEVER || state != CHUNK_HUGE_NONE) return false;
     if (chunk_free_pages > CHUNK_PAGES / 16 || heap_pages < THP_HEAP_PAGES) return false;
     return system_allows(thp_system());
+}
+
+/* A collapse copies the chunk into a fresh huge page (2 MiB, and the kernel
+ * may compact memory to find one): worth it for a chunk that stays dense,
+ * not for one a churning heap is about to free, nor in a program that ends
+ * within a second.  So, as khugepaged waits for a range to stay, a chunk is
+ * collapsed only when it was dense at the pass before too. */
+bool thp_collapse_pass(uint8_t *state, uint32_t chunk_free_pages, size_t heap_pages) {
+    uint8_t s = *state;
+    if (s != CHUNK_HUGE_NONE && s != CHUNK_HUGE_DENSE) return false;
+    bool dense = thp_collapse_wanted(CHUNK_HUGE_NONE, chunk_free_pages, heap_pages);
+    if (dense && s == CHUNK_HUGE_DENSE) return true;
+    __atomic_store_n(state, (uint8_t)(dense ? CHUNK_HUGE_DENSE : CHUNK_HUGE_NONE), __ATOMIC_RELAXED);
+    return false;
 }
 
 void thp_collapsed(uint8_t *state, bool ok) {

@@ -1043,31 +1043,37 @@ uint8_t zone_chunk_huge(const struct span *s) { return __atomic_load_n(chunk_hug
 /* Collapse (MADV_COLLAPSE) chunks that became dense as 4 KiB pages, at most
  * max per call, outside the lock (a collapse copies 2 MiB).  A chunk's
  * state is set to COLLAPSED before the call, so no other caller picks it. */
-size_t zone_collapse_dense(unsigned max) {
-    size_t done = 0;
-    while (done < max) {
-        char *base = NULL;
-        uint8_t *huge = NULL;
+/* One pass over the chunks, at most once a purge delay (thp_collapse_pass
+ * marks and collapses): the chosen ones are marked collapsed under the lock,
+ * so no other pass picks them, and collapsed after it is dropped. */
+static uint64_t collapse_pass_ms; /* the last pass; the purger thread only */
+size_t zone_collapse_dense(unsigned max, uint64_t now_ms) {
+    enum { PASS_MAX = 8 };
+    char *base[PASS_MAX];
+    uint8_t *huge[PASS_MAX];
+    unsigned n = 0;
+    if (collapse_pass_ms && now_ms - collapse_pass_ms < (uint64_t)opt.purge_delay_ms) return 0;
+    collapse_pass_ms = now_ms;
+    if (max > PASS_MAX) max = PASS_MAX;
+    zone_lock();
+    size_t heap = in_use_locked();
+    for (struct arena_head *head = zone.arenas; head; head = head->next)
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
+            if (head->state[i] == CHUNK_IN_ZONE && n < max &&
+                thp_collapse_pass(&head->huge[i], head->free_pages[i], heap)) {
+                base[n] = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
+                huge[n] = &head->huge[i];
+                __atomic_store_n(huge[n], (uint8_t)CHUNK_HUGE_COLLAPSED, __ATOMIC_RELAXED);
+                n++;
+            }
+    zone_unlock();
+    for (unsigned k = 0; k < n; k++) {
+        bool ok = os_collapse(base[k], CHUNK_SIZE);
         zone_lock();
-        size_t heap = in_use_locked();
-        for (struct arena_head *head = zone.arenas; head && !base; head = head->next)
-            for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
-                if (head->state[i] == CHUNK_IN_ZONE &&
-                    thp_collapse_wanted(head->huge[i], head->free_pages[i], heap)) {
-                    base = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
-                    huge = &head->huge[i];
-                    __atomic_store_n(huge, (uint8_t)CHUNK_HUGE_COLLAPSED, __ATOMIC_RELAXED);
-                    break;
-                }
+        thp_collapsed(huge[k], ok);
         zone_unlock();
-        if (!base) break;
-        bool ok = os_collapse(base, CHUNK_SIZE);
-        zone_lock();
-        thp_collapsed(huge, ok);
-        zone_unlock();
-        done++;
     }
-    return done;
+    return n;
 }
 
 /* dirty free memory, the depot's included (the purger's backlog) */

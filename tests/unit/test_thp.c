@@ -8,7 +8,7 @@
  *    resident while more than half of the chunk is in use (counted), and
  *    purged once half is free, after MADV_NOHUGEPAGE; trim and memory
  *    pressure purge at once;
- *  - collapse candidates: untouched-policy chunks at most 1/16 free in a
+ *  - collapse candidates (dense at two passes): untouched-policy chunks at most 1/16 free in a
  *    heap of 32 MiB;
  *  - the zone's per-chunk free counts and invariants hold throughout. */
 #include <stdio.h>
@@ -64,6 +64,16 @@ int main(void) {
     EXPECT(!thp_collapse_wanted(CHUNK_HUGE_NONE, 0, THP_HEAP_PAGES - 1), "a small heap");
     EXPECT(!thp_collapse_wanted(CHUNK_HUGE_ADVISED, 0, THP_HEAP_PAGES), "already huge");
     EXPECT(!thp_collapse_wanted(CHUNK_HUGE_REFUSED, 0, THP_HEAP_PAGES), "refused before");
+    /* a pass collapses a chunk only when the pass before found it dense too */
+    uint8_t st = CHUNK_HUGE_NONE;
+    EXPECT(!thp_collapse_pass(&st, 0, THP_HEAP_PAGES), "a chunk found dense once is not collapsed");
+    EXPECT(st == (allowed ? CHUNK_HUGE_DENSE : CHUNK_HUGE_NONE), "a dense chunk is marked (%u)", st);
+    EXPECT(thp_collapse_pass(&st, 0, THP_HEAP_PAGES) == allowed, "dense at two passes: collapsed");
+    EXPECT(!thp_collapse_pass(&st, CHUNK_PAGES / 2, THP_HEAP_PAGES) && st == CHUNK_HUGE_NONE,
+           "a marked chunk no longer dense loses its mark");
+    EXPECT(!thp_collapse_pass(&st, 0, THP_HEAP_PAGES), "and starts over");
+    st = CHUNK_HUGE_ADVISED;
+    EXPECT(!thp_collapse_pass(&st, 0, THP_HEAP_PAGES) && st == CHUNK_HUGE_ADVISED, "a huge chunk is left as it is");
 
     /* ---- auto: small heaps and touched chunks are not advised (no call is made) ---- */
     struct os_advice_calls a0, a1;
