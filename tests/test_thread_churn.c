@@ -7,7 +7,8 @@
  * the next batch), which frees them.  RSS (/proc/self/statm; the median over
  * nine batches) is taken after a warm-up of 1,000 threads and again after
  * 10,000 and 100,000: it may grow by at most 1.5 MiB one at a time and 8 MiB
- * 16 at a time.
+ * 16 at a time (a phase past its bound runs once more, and fails if that run
+ * is past it too: below).
  *
  * The bounds: over the 99,000 threads after the warm-up they allow 16 and 85
  * bytes per thread, where the defect this test guards against kept about
@@ -21,6 +22,8 @@
  * FOLIO_TEST_SCALE scales the thread counts; the sanitizer builds run
  * 10,000 threads and bound folio's footprint instead of RSS (below). */
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +177,9 @@ static void drain_slots(void)
             }
 }
 
-static void phase(const char *name, int conc, long warm, long mid, long end, double bound_mib)
+/* One phase: the growth from the warm-up to each checkpoint, or -1 if it
+ * stayed within the bound. */
+static double phase_growth(const char *name, int conc, long warm, long mid, long end, double bound_mib)
 {
     long done = 0;
     double m0 = churn_measure(&done, warm, conc);
@@ -183,11 +188,48 @@ static void phase(const char *name, int conc, long warm, long mid, long end, dou
     NOTE("%s: %s %.1f MiB after %ld threads, %.1f after %ld, %.1f after %ld (%s; at the end "
          "RSS %.1f MiB, footprint %.1f MiB)", name, MEASURE, m0, warm, m1, mid, m2, end,
          FOLIO_TEST_MODE, rss_mib(), footprint_mib());
-    CHECK(m1 - m0 <= bound_mib, "%s: %s grew by %.1f MiB from %ld to %ld threads (bound %.1f)",
-          name, MEASURE, m1 - m0, warm, mid, bound_mib);
-    CHECK(m2 - m0 <= bound_mib, "%s: %s grew by %.1f MiB from %ld to %ld threads (bound %.1f)",
-          name, MEASURE, m2 - m0, warm, end, bound_mib);
     drain_slots();
+    double grew = m1 - m0 > m2 - m0 ? m1 - m0 : m2 - m0;
+    return grew <= bound_mib ? -1 : grew;
+}
+
+/* A phase that goes past its bound runs once more, in a new process (this
+ * program again, told to run that phase only), and fails if that run goes
+ * past it too.  On a loaded machine (other programs' tests, load average
+ * 10-40) the purger and the batches run late, and one run in ten or so went
+ * to +8.3..+12.1 MiB 16 at a time where the next run stayed within; a defect
+ * that keeps memory grows in every run from a fresh start (the one this test
+ * was written for: +6.7 MiB one at a time, +7.5 16 at a time, over 100,000
+ * threads, in every run).  A new process, not a second phase in this one:
+ * growth that levels off would hide in a second phase that starts from the
+ * first one's level. */
+#define ONLY_ENV "FOLIO_TEST_CHURN_ONLY"
+static void phase(const char *name, int conc, long warm, long mid, long end, double bound_mib)
+{
+    const char *only = getenv(ONLY_ENV);
+    if (only && atoi(only) != conc)
+        return;
+    double grew = phase_growth(name, conc, warm, mid, end, bound_mib);
+    if (grew < 0)
+        return;
+    CHECK(!only, "%s: %s grew by %.1f MiB over %ld to %ld threads in a second process too (bound %.1f)",
+          name, MEASURE, grew, warm, end, bound_mib);
+    NOTE("%s: %s grew by %.1f MiB (bound %.1f): once more, in a new process", name, MEASURE, grew,
+         bound_mib);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", conc);
+        setenv(ONLY_ENV, n, 1);
+        execl("/proc/self/exe", "test_thread_churn", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "%s: %s grew by %.1f MiB (bound %.1f), and the second run failed too (status %#x)", name,
+          MEASURE, grew, bound_mib, status);
 }
 
 int main(void)
