@@ -30,7 +30,8 @@ struct span *large_alloc(size_t n, size_t align, bool zero, bool growable) {
     if (zero) { /* calloc: the caller uses the block next; a recycled block is taken as hot */
         if (s->flags & SPAN_ZEROED) {
             clear_zero_skipped(n);
-            thp_populate(s->start, (size_t)s->npages << PAGE_SHIFT, zone_chunk_huge(s));
+            /* the request's pages only: a class's pages past n may never be touched */
+            thp_populate(s->start, (n + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1), zone_chunk_huge(s));
         }
         else clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
     }
