@@ -3,7 +3,8 @@
  * shows AnonHugePages in /proc/self/smaps_rollup under FOLIO_THP=auto
  * where the system allows transparent huge pages for madvised memory, and
  * is skipped with the reason where it does not; re-executed with
- * FOLIO_THP=never, the same heap gets no MADV_HUGEPAGE call.  A 64 MiB
+ * FOLIO_THP=never, the same heap gets no MADV_HUGEPAGE call, and a calloc
+ * of fresh pages there is populated, its request's pages only.  A 64 MiB
  * block's region is advised under auto, not under never.  (No
  * sanitizers: their shadow memory would be in the counts.) */
 #include <stdbool.h>
@@ -90,6 +91,28 @@ int main(int argc, char **argv)
     } else if (!strcmp(pmd, "madvise") || !strcmp(pmd, "always")) {
         CHECK(advised > 0, "a 256 MiB heap had no chunk advised");
         CHECK(huge_kb > 0, "a 256 MiB heap under FOLIO_THP=auto has no AnonHugePages (%s)", pmd);
+    }
+    /* under never, with a heap past 32 MiB, a calloc of fresh pages is
+     * faulted in in one call (FOLIO_POPULATE): the request's pages, not the
+     * pages of the class it is rounded to (65 pages take 80) */
+    if (never) {
+        enum { K = 8 };
+        size_t req = 64 * 4096 + 1, req_pages = 65 * 4096;
+        void *c[K];
+        uint64_t any = 0;
+        for (int k = 0; k < K; k++) {
+            uint64_t p0 = report_u64("populated_bytes");
+            c[k] = calloc(1, OPAQUE(req));
+            CHECK(c[k] != NULL, "calloc %zu", req);
+            uint64_t got = report_u64("populated_bytes") - p0;
+            CHECK(got == 0 || got == req_pages, "calloc(%zu) populated %llu bytes (its pages: %zu)", req,
+                  (unsigned long long)got, req_pages);
+            any += got;
+        }
+        NOTE("populated by %d callocs of %zu B: %llu bytes", K, req, (unsigned long long)any);
+        CHECK(any > 0, "no calloc of fresh pages was populated in a heap of 256 MiB");
+        for (int k = 0; k < K; k++)
+            free(c[k]);
     }
     /* a huge block (above 2 MiB) comes from a region advised whole, except
      * under FOLIO_THP=never */
