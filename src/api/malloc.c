@@ -264,7 +264,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         if (n > SMALL_MAX && n <= LARGE_MAX) {
             /* in place: give back the tail, or take the free pages after it */
             size_t want = (n + PAGE_SIZE - 1) >> PAGE_SHIFT, had = s->npages;
-            if (want == had) return p;
+            if (want == had || (want < had && large_pages(n) == had)) return p; /* n's class is the block's */
             if (large_resize(s, want)) {
                 heap_count_large(0, 0, 0, (uint64_t)want - had);
                 return p;
