@@ -226,12 +226,24 @@ void os_futex_wake(_Atomic int *addr, int n) {
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* folio's file I/O goes through syscall(), not libc's wrappers: open, read,
+ * write, pwrite, close, fallocate and nanosleep are cancellation points, and
+ * a thread with a cancel pending that reaches one inside malloc (which reads
+ * sysfs, procfs and cgroup files on some of its paths, some under a folio
+ * lock) would be cancelled there, leaving the lock held; syscall() is none. */
+static int nc_open(const char *path, int flags, int mode) {
+    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+static ssize_t nc_read(int fd, void *buf, size_t n) { return (ssize_t)syscall(SYS_read, fd, buf, n); }
+static ssize_t nc_write(int fd, const void *buf, size_t n) { return (ssize_t)syscall(SYS_write, fd, buf, n); }
+static int nc_close(int fd) { return (int)syscall(SYS_close, fd); }
+
 void os_write_err(const char *s) { os_write_fd(2, s); }
 
 void os_write_fd(int fd, const char *s) {
     size_t n = strlen(s);
     while (n) {
-        ssize_t w = write(fd, s, n);
+        ssize_t w = nc_write(fd, s, n);
         if (w <= 0) {
             if (w < 0 && errno == EINTR) continue;
             return;
@@ -303,41 +315,41 @@ void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes) {
 }
 
 int os_write_file(const char *path, const char *buf, size_t len) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = nc_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     while (len) {
-        ssize_t w = write(fd, buf, len);
+        ssize_t w = nc_write(fd, buf, len);
         if (w < 0) {
             if (errno == EINTR) continue;
             int e = errno;
-            close(fd);
+            nc_close(fd);
             errno = e;
             return -1;
         }
         buf += w;
         len -= (size_t)w;
     }
-    return close(fd);
+    return nc_close(fd);
 }
 
 int os_getpid(void) { return (int)getpid(); }
 
 void os_sleep_ms(unsigned ms) {
     struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    while (syscall(SYS_nanosleep, &ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
 /* Read a small file (sysfs, procfs, cgroupfs) into buf, NUL-terminated. */
 size_t os_read_file(const char *path, char *buf, size_t len) {
     if (len == 0) return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = nc_open(path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
         buf[0] = 0;
         return 0;
     }
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
+    ssize_t n = nc_read(fd, buf, len - 1);
+    nc_close(fd);
     if (n < 0) n = 0;
     buf[n] = 0;
     return (size_t)n;
@@ -444,7 +456,7 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
     int ours = 0;
     for (int i = 0; i < n; i++) ours += atomic_load_explicit(&tids[i], memory_order_relaxed) != 0;
     if (threads >= ours + 2) return 1;
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = nc_open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (fd < 0) return -1;
     int alive = 0;
     char dents[2048];
@@ -472,7 +484,7 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
             alive = st != 'Z' && st != 'X' && st != 'x';
         }
     }
-    close(fd);
+    nc_close(fd);
     if (got < 0) return -1;
     return alive;
 }
@@ -489,14 +501,14 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
  * The descriptor is the caller's only while it writes: it closes it before
  * it returns to the program (O_CLOEXEC meanwhile). */
 int os_file_open(const char *path, bool create, size_t size) {
-    if (!create) return open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (!create) return nc_open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
     int fd = -1;
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = nc_open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && (errno != EEXIST || unlink(path) != 0)) return -1;
     }
-    if (fd >= 0 && fallocate(fd, 0, 0, (off_t)size) != 0) {
-        close(fd);
+    if (fd >= 0 && syscall(SYS_fallocate, fd, 0, (off_t)0, (off_t)size) != 0) {
+        nc_close(fd);
         unlink(path);
         fd = -1;
     }
@@ -505,7 +517,7 @@ int os_file_open(const char *path, bool create, size_t size) {
 
 bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off) {
     while (len) {
-        ssize_t n = pwrite(fd, buf, len, (off_t)off);
+        ssize_t n = (ssize_t)syscall(SYS_pwrite64, fd, buf, len, (off_t)off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return false;
         buf = (const char *)buf + n;
@@ -515,7 +527,7 @@ bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off) {
     return true;
 }
 
-void os_file_close(int fd) { close(fd); }
+void os_file_close(int fd) { nc_close(fd); }
 void os_file_unlink(const char *path) { unlink(path); }
 
 /* ---- transparent huge pages ---- */
