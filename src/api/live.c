@@ -83,19 +83,25 @@ static void publish(void) {
         return;
     }
     file_pid = pid;
+    /* The descriptor is the lowest free number, which may be one the
+     * program closed and is about to dup2 over (a standard descriptor): it
+     * is written to and closed only while it is still the file opened here,
+     * else it is the program's now, and left alone. */
+    struct os_file_id id;
+    if (!os_file_id(fd, &id)) return;
     size_t n = folio_report_json(text, sizeof text);
-    if (n < head.size - sizeof head) { /* always, with size_needed's margin; never publish half */
+    if (n < head.size - sizeof head && os_file_is(fd, &id)) { /* always, with size_needed's margin; never publish half */
         head.seq += head.seq & 1 ? 2 : 1; /* odd (after a failed write, a new odd) */
         bool ok = os_file_pwrite(fd, &head, sizeof head, 0) &&
                   os_file_pwrite(fd, text, n + 1, sizeof head);
         head.len = n;
         head.updated_ns = os_now_ns();
-        if (ok) { /* else the file stays odd: readers wait for the next write */
+        if (ok && os_file_is(fd, &id)) { /* else the file stays odd: readers wait for the next write */
             head.seq++;
             os_file_pwrite(fd, &head, sizeof head, 0);
         }
     }
-    os_file_close(fd);
+    if (os_file_is(fd, &id)) os_file_close(fd);
 }
 
 static void drop_file(void) {

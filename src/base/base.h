@@ -73,6 +73,13 @@ void os_futex_wait_ms(_Atomic int *addr, int val, unsigned ms);
 int os_file_open(const char *path, bool create, size_t size); /* create: new, size bytes; -1: none */
 bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off);
 void os_file_close(int fd);
+/* the file fd refers to (device and inode), and whether it still refers to
+ * it: a program may dup2 over a descriptor number folio holds (see live.c) */
+struct os_file_id {
+    uint64_t dev, ino;
+};
+bool os_file_id(int fd, struct os_file_id *id);
+bool os_file_is(int fd, const struct os_file_id *id);
 void os_file_unlink(const char *path);
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;

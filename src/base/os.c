@@ -15,6 +15,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -528,6 +529,19 @@ bool os_file_pwrite(int fd, const void *buf, size_t len, size_t off) {
 }
 
 void os_file_close(int fd) { nc_close(fd); }
+
+bool os_file_id(int fd, struct os_file_id *id) {
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0) return false;
+    id->dev = (uint64_t)st.st_dev;
+    id->ino = (uint64_t)st.st_ino;
+    return true;
+}
+
+bool os_file_is(int fd, const struct os_file_id *id) {
+    struct os_file_id now;
+    return os_file_id(fd, &now) && now.dev == id->dev && now.ino == id->ino;
+}
 void os_file_unlink(const char *path) { unlink(path); }
 
 /* ---- transparent huge pages ---- */
