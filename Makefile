@@ -9,6 +9,7 @@ SRCS    := $(wildcard $(LAYERS:%=src/%/*.c))
 HDRS    := $(wildcard src/*/*.h) include/folio.h
 WARN    := -Wall -Wextra -Werror
 LIBFLAGS := -std=c11 -g -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+            -ffunction-sections -fdata-sections \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
             -Iinclude $(LAYERS:%=-Isrc/%) $(WARN)
 OPT     ?= -O2
@@ -61,8 +62,10 @@ $(BUILD)/obj-test/%.o: src/%.c $(HDRS)
 
 # the soname carries the major version (install.mk installs libfolio.so.$(VERSION)
 # and its links); build/libfolio.so.$(SOVERSION) lets programs linked here run
-$(BUILD)/libfolio.so: $(OBJS)
-	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined
+# mk/layout.ld: the code a small program runs first, big tables last (start-up cost)
+$(BUILD)/libfolio.so: $(OBJS) mk/layout.ld Makefile
+	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined \
+	    -Wl,-T,mk/layout.ld
 	ln -sf libfolio.so $(BUILD)/libfolio.so.$(SOVERSION)
 $(BUILD)/libfolio.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $(OBJS)

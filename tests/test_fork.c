@@ -9,6 +9,11 @@
  *               (in which that thread does not exist) checks and frees them
  *               all, then allocates again
  *   spawn       posix_spawn of /bin/true while threads allocate
+ *   single      in a copy of this program run with FOLIO_PURGE_THREAD=0,
+ *               where no thread is ever made before the forks: glibc's
+ *               __libc_single_threaded is true and folio takes no lock
+ *               around them; the main thread forks with blocks of every
+ *               kind live, each child does what busy's children do
  *
  * A child that deadlocks is killed by alarm() and fails the test. */
 #include <pthread.h>
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <malloc.h>
+#include <sys/single_threaded.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +313,43 @@ static void spawn_test(void)
         pthread_join(t[i], NULL);
     atomic_store(&bg_stop, 0);
 }
+static void single_test(void)
+{
+    rng_t r;
+    rng_seed(&r, 4242);
+    int single = 0;
+    for (int k = 0; k < 12; k++) {
+        blk_t *mine[64];
+        for (int i = 0; i < 64; i++)
+            mine[i] = make(&r, pick(&r));
+        single += __libc_single_threaded != 0;
+        pid_t pid = fork();
+        CHECK(pid >= 0, "fork (single-threaded)");
+        if (pid == 0) {
+            child_work(mine, 64, 1, 1000 + (uint64_t)k);
+            _exit(0);
+        }
+        churn(&r, 200, "parent while its child runs");
+        expect_child_ok(pid, "child of a single-threaded parent");
+        for (int i = 0; i < 64; i++)
+            check_free(mine[i], "parent's blocks after the fork");
+    }
+    CHECK(single == 12, "only %d of 12 forks were made single-threaded", single);
+}
+
+/* single_test in a fresh copy of this program without folio's purger */
+static void single_in_copy(char **argv)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        char *args[] = {argv[0], "single", NULL};
+        setenv("FOLIO_PURGE_THREAD", "0", 1);
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    expect_child_ok(pid, "single-threaded forks");
+}
 
 int main(int argc, char **argv)
 {
@@ -317,9 +360,14 @@ int main(int argc, char **argv)
      * test_fork_storm.c.  Options are read at start: re-execute. */
     reexec_with_env(argv, "FOLIO_PURGE_THREAD", "0");
 #endif
-    (void)argc;
-    (void)argv;
+    if (argc > 1 && strcmp(argv[1], "single") == 0) {
+        single_test();
+        return 0;
+    }
     double t = now_sec();
+    single_in_copy(argv);
+    NOTE("single took %.2fs", now_sec() - t);
+    t = now_sec();
     busy();
     NOTE("busy took %.2fs", now_sec() - t);
     t = now_sec();

@@ -4,9 +4,18 @@
  *  - initialisation runs once, under init_lock, before any exported call
  *    reaches a lower layer, and never allocates (it may run inside dlsym);
  *  - fork: the prepare handler takes every folio lock in rank order, so
- *    the child starts with consistent state and can allocate. */
+ *    the child starts with consistent state and can allocate; in a process
+ *    that glibc says has one thread (a shell, most forking programs) no
+ *    other thread can hold a lock or be inside folio, so it takes none, and
+ *    neither the parent nor the child writes them back after the fork. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HAVE_SINGLE_THREADED 1
+#endif
+#endif
 
 #include "api_layer.h"
 
@@ -50,7 +59,25 @@ void api_visit_locks(lock_visit_fn *fn, void *ctx) {
  * while waiting for a lower-ranked one, so this cannot deadlock.  The
  * clearing engine's threaded-clear lock is not taken: its helpers do not
  * exist in the child, which resets it (clear.c). */
+/* The locks are spread over several pages (huge.c's shards alone: 64 locks
+ * on 4 pages), and each page written after a fork is copied, or faulted
+ * again, once in the parent and once in the child: 10-12 faults per fork.
+ * A single-threaded process skips them: glibc clears __libc_single_threaded
+ * before it creates a second thread (folio's own included) and never sets it
+ * back, so while it is true the calling thread is the only one, and it is in
+ * fork, not in folio (a fork from a signal handler that interrupted folio
+ * would deadlock on the taken locks anyway).  What prepare decided is what
+ * the parent and the child handlers act on. */
+static FORK_STATE bool fork_locked;
+
 static void fork_prepare(void) {
+#ifdef HAVE_SINGLE_THREADED
+    if (__libc_single_threaded) {
+        if (fork_locked) fork_locked = false;
+        return;
+    }
+#endif
+    fork_locked = true;
     lock_acquire(&init_lock);
     clear_lock_all();
     heap_lock_all();
@@ -58,6 +85,7 @@ static void fork_prepare(void) {
     meta_lock_all();
 }
 static void fork_parent(void) {
+    if (!fork_locked) return;
     meta_unlock_all(false);
     page_unlock_all(false);
     heap_unlock_all(false);
@@ -65,11 +93,13 @@ static void fork_parent(void) {
     lock_release(&init_lock);
 }
 static void fork_child(void) {
-    meta_unlock_all(true);
-    page_unlock_all(true);
-    heap_unlock_all(true);
-    clear_unlock_all(true);
-    lock_reset(&init_lock);
+    if (fork_locked) {
+        meta_unlock_all(true);
+        page_unlock_all(true);
+        heap_unlock_all(true);
+        clear_unlock_all(true);
+        lock_reset(&init_lock);
+    }
     purge_after_fork_child();
     live_after_fork_child();
 }

@@ -170,7 +170,14 @@ typedef struct {
     uint64_t acquired, held_ticks, since;
     _Atomic uint64_t contended;
 } lock_t;
+/* The rank matters only to the debug build's lock-order checks; elsewhere a
+ * lock starts all zero, so a static lock (or a table of them, huge.c's
+ * shards) lives in .bss, not in file-backed .data that every process maps. */
+#ifdef FOLIO_DEBUG
 #define LOCK_INIT(r) {0, (r), 0, 0, 0, 0}
+#else
+#define LOCK_INIT(r) {0}
+#endif
 extern INTERNAL bool lock_timing; /* FOLIO_LOCK_STATS=1, set once by options_init */
 void lock_timing_start(void);
 

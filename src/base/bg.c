@@ -20,9 +20,8 @@
 
 #define BG_MAX 72 /* the purger and up to 64 clearing helpers */
 
-/* page-aligned: bg.o is the library's first object with FORK_STATE data, so
- * the section starts on a page and (under 4 KiB) stays on it */
-static FORK_STATE __attribute__((aligned(4096))) _Atomic int bg_tids[BG_MAX];
+/* mk/layout.ld starts the FORK_STATE section on a page, which it fits */
+static FORK_STATE _Atomic int bg_tids[BG_MAX];
 
 /* Stacks for the first BG_STACKS threads (the purger and the default
  * clearing helpers), in folio's own image: glibc maps a stack and protects

@@ -372,12 +372,15 @@ uint64_t os_parse_size(const char *s, const char **end) {
 }
 
 /* The largest cache level cpu0 reports in sysfs ("260M", "32768K"). */
+/* The kernel numbers a CPU's cache leaves index0..indexN-1 with no gap, so
+ * the first one missing ends the walk (4 failed opens in every process on
+ * a machine with 4 leaves). */
 size_t os_llc_bytes(void) {
     size_t best = 0;
     for (int i = 0; i < 8; i++) {
         char path[64] = "/sys/devices/system/cpu/cpu0/cache/index0/size", buf[32];
         path[40] = (char)('0' + i);
-        if (!os_read_file(path, buf, sizeof buf)) continue;
+        if (!os_read_file(path, buf, sizeof buf)) break;
         size_t v = (size_t)os_parse_size(buf, NULL);
         if (v > best) best = v;
     }

@@ -9,8 +9,10 @@
 #include "obj.h"
 
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
-struct heap heap_none = {.bins = {[0 ... NCLASSES - 1] = {.cur = &span_empty}},
-                         .objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE}; /* no thread's */
+/* no thread's.  Its bins' cur stay NULL: heap_current() is NULL for it, so
+ * no slow path reads them, and 73 pointers to span_empty were relocations
+ * that made every process copy two pages of .data at load. */
+struct heap heap_none = {.objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE};
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
 static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */

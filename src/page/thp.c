@@ -52,8 +52,9 @@ const struct os_thp *thp_system(void) {
 
 /* A fork child: a thread that was reading the settings is not there. */
 void thp_after_fork_child(void) {
-    int reading = 1;
-    atomic_compare_exchange_strong(&sys_state, &reading, 0);
+    int reading = 1; /* a locked cmpxchg writes even when it fails: a copied page per fork */
+    if (atomic_load_explicit(&sys_state, memory_order_relaxed) == reading)
+        atomic_compare_exchange_strong(&sys_state, &reading, 0);
 }
 
 /* Some page size above 4 KiB may back an advised range. */
