@@ -13,8 +13,9 @@ Three tables:
   /proc/self/smaps_rollup before it exits) and build time for every allocator,
   with folio also as ``folio-thp-never`` (``FOLIO_THP=never``) to show what
   the huge pages buy.
-- small programs: ``python3 -c pass`` (through the machine's shell shim, if
-  that is what PATH finds), ``git status`` in the repository, ``gcc -c`` of a
+- small programs: ``python3 -c pass`` (the python3 the runner's PATH finds:
+  under pyenv the runner's own shim puts the interpreter's directory first, so
+  the interpreter itself, not the shell shim), ``git status`` in the repository, ``gcc -c`` of a
   small file, ``ls -l /usr/bin``: peak RSS and minor faults against glibc, so
   that the small end never regresses.  Each starts through bench/preload_exec
   (same pid: the runner's wait4 measures the program and its children).
