@@ -139,6 +139,9 @@ def read(pid, tries=50):
             continue
         magic, seq, fpid, updated_ns, interval_ms, length, _size = HEAD.unpack_from(raw)
         if not magic.startswith(MAGIC):
+            if not magic.strip(b"\0"):
+                time.sleep(0.002)  # created (zero-filled) and not yet written: read again
+                continue
             raise NoStatistics(f"{path} is not a folio statistics file")
         if seq % 2 or HEAD.unpack_from(again)[1] != seq or seq == 0:
             time.sleep(0.002)      # being written (or never yet): read again
