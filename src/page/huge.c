@@ -37,10 +37,14 @@
  *  - the process's cached bytes (all shards') stay within
  *    FOLIO_HUGE_CACHE_MIB: past it the shard that cached last purges its
  *    oldest; the purger purges those free for longer than the delay;
- *  - each shard has one slot, outside its lock: the block freed last (state
- *    SLOT: resident, on no list, never merged or cut) waits there for the
- *    next allocation of exactly its size on that shard's CPU, so a thread
- *    that frees and allocates one huge block in a loop takes no lock.  A
+ *  - each shard has one slot, outside its lock: the block freed last on
+ *    the shard's CPU (state SLOT: resident, on no list, never merged or
+ *    cut), whichever shard owns its range, waits there for the next
+ *    allocation of exactly its size on that CPU, so a thread that frees and
+ *    allocates one huge block in a loop takes no lock (also when the block
+ *    came from another shard: a block freed to its owner's slot was found
+ *    there only by the owner's CPU, and threads that reuse each other's
+ *    blocks across CPUs took two locks per block).  A
  *    block enters and leaves the slot by compare-and-swap on its state
  *    (USED <-> SLOT: a second free fails it, as a double free) and an
  *    exchange of the slot; whoever takes a block out of the slot owns it.
@@ -399,10 +403,25 @@ static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve
  * nothing. */
 static struct huge *slot_take(struct shard *s);
 static void slot_to_cache(struct huge *h);
-/* s's lock, with its slot's block (if any) moved to its cache list, where
- * a request of another size (or another CPU's) can find it */
+static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64_t *freed_at);
+/* A block taken out of a slot goes on its owner's cache list (under the
+ * owner's lock, taken here unless the caller holds it: held is that shard
+ * or NULL). */
+static void slot_to_owner(struct huge *y, struct shard *held) {
+    struct shard *o = shard_of(y);
+    if (o != held) lock_acquire(&o->lock);
+    slot_to_cache(y);
+    if (o != held) lock_release(&o->lock);
+}
+
+/* s's lock, with its slot's block (if any) moved to its owner's cache
+ * list, where a request of another size (or another CPU's) can find it */
 static void lock_shard_listed(struct shard *s) {
     struct huge *y = slot_take(s);
+    if (y && shard_of(y) != s) {
+        slot_to_owner(y, NULL); /* never two locks at once */
+        y = NULL;
+    }
     lock_acquire(&s->lock);
     if (y) slot_to_cache(y);
 }
@@ -413,7 +432,6 @@ static void lock_shard_listed(struct shard *s) {
  * block of another node's is taken only once me has no free range, as
  * before). */
 static bool resident_in(unsigned me, struct shard *s, size_t map) {
-    if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) return false;
     size_t slot = atomic_load_explicit(&s->slot_bytes, memory_order_relaxed);
     size_t cached = __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED);
     if (cached < map && ((ptrdiff_t)slot <= 0 || slot < map)) return false;
@@ -438,8 +456,9 @@ static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *f
         for (unsigned i = 0; !h && i < HUGE_SHARDS; i++) {
             struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
             if ((pass == 0 && i == 0) || (pass == 1 && i == 0 && !elsewhere) || (pass == 3 && i > 0)) continue;
-            if (i > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
+            if (i > 0 && pass > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
             if (pass == 0 && !resident_in(me, o, map)) continue;
+            if (pass == 0 && (h = slot_alloc(o, map, align ? align : 1, freed_at))) break;
             lock_shard_listed(o);
             h = pass == 0 ? take_cached(o, map, align, zeroed, freed_at)
                 : pass == 1 ? take_listed(o, map, align, zeroed, freed_at)
@@ -487,11 +506,10 @@ static bool slot_put(struct shard *s, struct huge *h) {
     return true;
 }
 
-/* The calling CPU's shard's slot, if it holds a block of exactly map bytes
- * at an align boundary: that block, USED again.  Any other block found
- * there goes on its cache list, where the locked path can cut it. */
-static struct huge *slot_alloc(size_t map, size_t align, uint64_t *freed_at) {
-    struct shard *s = &shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)];
+/* s's slot, if it holds a block of exactly map bytes at an align
+ * boundary: that block, USED again.  Any other block found there goes on
+ * its owner's cache list, where the locked path can cut it.  No lock held. */
+static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64_t *freed_at) {
     struct huge *h = slot_take(s);
     if (!h) return NULL;
     if (h->map_size == map && ((uintptr_t)h->base & (align - 1)) == 0) {
@@ -500,10 +518,7 @@ static struct huge *slot_alloc(size_t map, size_t align, uint64_t *freed_at) {
         atomic_fetch_add_explicit(&s->slot_hits, 1, memory_order_relaxed);
         return h;
     }
-    struct shard *o = shard_of(h);
-    lock_acquire(&o->lock);
-    slot_to_cache(h);
-    lock_release(&o->lock);
+    slot_to_owner(h, NULL);
     return NULL;
 }
 
@@ -516,7 +531,7 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     size_t map = round_up(size, CHUNK_SIZE);
     bool zeroed = false;
     uint64_t freed_at = 0;
-    struct huge *h = slot_alloc(map, align ? align : 1, &freed_at);
+    struct huge *h = slot_alloc(&shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)], map, align ? align : 1, &freed_at);
     if (!h) h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
@@ -556,19 +571,21 @@ static void cache_bound(struct shard *s) {
     }
 }
 
-/* A block goes to its shard's slot when the slot is free and the block
- * fits the shard's share of the cache bound; else on the cache list.  Either way it is
+/* A block goes to the slot of this CPU's shard when the slot is free and
+ * the block fits a shard's share of the cache bound; else on its owner's
+ * cache list.  Either way it is
  * still counted in st.mapped (USED and SLOT and CACHED alike). */
 void huge_free(struct huge *h, void *p) {
     if (p != h->base) os_fatal_ptr("free(): invalid pointer", p);
     struct shard *s = shard_of(h);
+    struct shard *here = &shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)];
     uint8_t used = HUGE_USED;
     if (!__atomic_compare_exchange_n(&h->state, &used, HUGE_SLOT, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         os_fatal_ptr("free(): double free", p);
     atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
     atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
     h->freed_at = os_now_ms();
-    if (h->map_size <= shard_cache_limit() && slot_put(s, h)) return;
+    if (h->map_size <= shard_cache_limit() && slot_put(here, h)) return;
     lock_acquire(&s->lock);
     slot_to_cache(h);
     lock_release(&s->lock);
@@ -752,13 +769,16 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
 size_t huge_purge(bool all) {
     uint64_t now = os_now_ms();
     size_t done = 0;
+    /* every slot's block first (it may be any shard's): back if still
+     * young, else on its owner's list, purged below */
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
-        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
-        /* a slot's block: back if still young, else listed (and purged below) */
         struct huge *y = slot_take(s);
         if (y && !all && y->freed_at + (uint64_t)opt.purge_delay_ms > now && slot_put(s, y)) y = NULL;
+        if (y) slot_to_owner(y, NULL);
+    }
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
         lock_acquire(&s->lock);
-        if (y) slot_to_cache(y);
         while (s->cache_tail && (all || s->cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
             done += s->cache_tail->map_size;
             purge_one(s->cache_tail);
@@ -772,11 +792,12 @@ size_t huge_purge(bool all) {
  * the kernel.  Returns the bytes unmapped. */
 size_t huge_release(void) {
     size_t done = 0;
+    struct huge *y;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) /* every slot first: its block may be another shard's */
+        if ((y = slot_take(s))) slot_to_owner(y, NULL);
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
-        struct huge *y = slot_take(s);
         lock_acquire(&s->lock);
-        if (y) slot_to_cache(y);
         while (s->cache_tail) purge_one(s->cache_tail);
         for (struct huge *h = s->free_head, *next; h; h = next) {
             next = h->next;
@@ -809,11 +830,12 @@ size_t huge_dirty_bytes(void) {
 void huge_stats(struct huge_stats *st) {
     memset(st, 0, sizeof *st);
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        st->cache_hits += atomic_load_explicit(&s->slot_hits, memory_order_relaxed); /* any shard's CPU */
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
         lock_acquire(&s->lock);
         st->mapped += s->st.mapped;
         st->cached += s->cached_bytes;
-        st->cache_hits += s->st.cache_hits + atomic_load_explicit(&s->slot_hits, memory_order_relaxed);
+        st->cache_hits += s->st.cache_hits;
         st->mremaps += s->st.mremaps;
         st->purges += s->st.purges;
         st->purged_bytes += s->st.purged_bytes;
