@@ -11,7 +11,10 @@
  * lists and regions; a thread allocates from its CPU's shard, and from the
  * others when its own has no fit before it reserves more (as the kernel
  * falls back between zones); a block goes back to the shard that owns its
- * range (h->shard), so threads on different CPUs rarely meet.
+ * range (h->shard), so threads on different CPUs rarely meet.  A cached
+ * block of about the size in another shard (of the same NUMA node) comes
+ * before this shard's free ranges: it is resident, a free range faults on
+ * its first touch.
  *
  * Invariants, under the lock of the shard that owns the range:
  *  - the ranges of a region tile it, linked by address (aprev/anext; a
@@ -31,12 +34,17 @@
  *  - CACHED ranges are never merged (a cached block is reused whole, hot,
  *    by a block of about its size); a range becomes FREE when purged, and
  *    FREE neighbours merge at once;
- *  - cached bytes stay within FOLIO_HUGE_CACHE_MIB: past it the oldest are
- *    purged; the purger purges those free for longer than the delay;
- *  - each shard has one slot, outside its lock: the block freed last (state
- *    SLOT: resident, on no list, never merged or cut) waits there for the
- *    next allocation of exactly its size on that shard's CPU, so a thread
- *    that frees and allocates one huge block in a loop takes no lock.  A
+ *  - the process's cached bytes (all shards') stay within
+ *    FOLIO_HUGE_CACHE_MIB: past it the shard that cached last purges its
+ *    oldest; the purger purges those free for longer than the delay;
+ *  - each shard has one slot, outside its lock: the block freed last on
+ *    the shard's CPU (state SLOT: resident, on no list, never merged or
+ *    cut), whichever shard owns its range, waits there for the next
+ *    allocation of exactly its size on that CPU, so a thread that frees and
+ *    allocates one huge block in a loop takes no lock (also when the block
+ *    came from another shard: a block freed to its owner's slot was found
+ *    there only by the owner's CPU, and threads that reuse each other's
+ *    blocks across CPUs took two locks per block).  A
  *    block enters and leaves the slot by compare-and-swap on its state
  *    (USED <-> SLOT: a second free fails it, as a double free) and an
  *    exchange of the slot; whoever takes a block out of the slot owns it.
@@ -352,13 +360,22 @@ static struct huge *take_at(struct huge *h, size_t off, size_t map, bool *zeroed
     return h;
 }
 
-/* A range of the shard's lists that fits, without purging or reserving. */
+/* A cached range of the shard of about map bytes, reused whole: its memory
+ * is resident, where a free range's first touch faults (lock held). */
+static struct huge *take_cached(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    size_t off = 0;
+    struct huge *h = align <= CHUNK_SIZE ? best_fit(s->cache_head, map, align, map / 4, &off) : NULL;
+    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+}
+
+/* A range of the shard's lists that fits, without purging or reserving:
+ * a cached one of about the size, else the best-fitting free range (cut),
+ * else a larger cached one (cut). */
 static struct huge *take_listed(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
     size_t off = 0;
-    struct huge *h = NULL;
-    if (align <= CHUNK_SIZE) h = best_fit(s->cache_head, map, align, map / 4, &off); /* hot, whole */
-    if (!h) h = best_fit(s->free_head, map, align, SIZE_MAX, &off);
-    if (!h) h = best_fit(s->cache_head, map, align, SIZE_MAX, &off);
+    struct huge *h = take_cached(s, map, align, zeroed, freed_at);
+    if (h) return h;
+    if (!(h = best_fit(s->free_head, map, align, SIZE_MAX, &off))) h = best_fit(s->cache_head, map, align, SIZE_MAX, &off);
     return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
 }
 
@@ -380,34 +397,76 @@ static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve
     return take_listed(s, map, align, zeroed, freed_at);
 }
 
-/* This CPU's shard first; then what the others have listed; then the
- * others' cached ranges purged until they merge into a fit (each lock in
- * turn, never two at once); only then does this shard reserve more, so a
- * steady state that fits in what is reserved maps nothing. */
+/* This CPU's shard's cached ranges of about the size; then the others'
+ * (a block goes back to the shard that owns its range, wherever it was
+ * freed: a thread's next block is often in another shard's cache, resident,
+ * where its own shard's free range would fault on every page); then what
+ * every shard has listed; then their cached ranges purged until they merge
+ * into a fit (each lock in turn, never two at once); only then does this
+ * shard reserve more, so a steady state that fits in what is reserved maps
+ * nothing. */
 static struct huge *slot_take(struct shard *s);
 static void slot_to_cache(struct huge *h);
-/* s's lock, with its slot's block (if any) moved to its cache list, where
- * a request of another size (or another CPU's) can find it */
+static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64_t *freed_at);
+/* A block taken out of a slot goes on its owner's cache list (under the
+ * owner's lock, taken here unless the caller holds it: held is that shard
+ * or NULL). */
+static void slot_to_owner(struct huge *y, struct shard *held) {
+    struct shard *o = shard_of(y);
+    if (o != held) lock_acquire(&o->lock);
+    slot_to_cache(y);
+    if (o != held) lock_release(&o->lock);
+}
+
+/* s's lock, with its slot's block (if any) moved to its owner's cache
+ * list, where a request of another size (or another CPU's) can find it */
 static void lock_shard_listed(struct shard *s) {
     struct huge *y = slot_take(s);
+    if (y && shard_of(y) != s) {
+        slot_to_owner(y, NULL); /* never two locks at once */
+        y = NULL;
+    }
     lock_acquire(&s->lock);
     if (y) slot_to_cache(y);
+}
+
+/* s may hold a resident block of map bytes that the shard me may take
+ * before its own free ranges: s's cache list or slot holds that much (read
+ * without its lock: a hint), and its regions are on me's NUMA node (a
+ * block of another node's is taken only once me has no free range, as
+ * before). */
+static bool resident_in(unsigned me, struct shard *s, size_t map) {
+    size_t slot = atomic_load_explicit(&s->slot_bytes, memory_order_relaxed);
+    size_t cached = __atomic_load_n(&s->cached_bytes, __ATOMIC_RELAXED);
+    if (cached < map && ((ptrdiff_t)slot <= 0 || slot < map)) return false;
+    return numa_place_node((int)(s - shards)) == numa_place_node((int)me);
 }
 
 static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
     unsigned me = (unsigned)os_cpu() & (HUGE_SHARDS - 1);
     struct shard *s = &shards[me];
     lock_shard_listed(s);
-    struct huge *h = take_listed(s, map, align, zeroed, freed_at);
+    struct huge *h = take_cached(s, map, align, zeroed, freed_at);
+    bool elsewhere = false; /* another shard may hold a resident fit: this one's free ranges wait */
+    for (unsigned i = 1; !h && align <= CHUNK_SIZE && !elsewhere && i < HUGE_SHARDS; i++) {
+        struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
+        elsewhere = resident_in(me, o, map);
+    }
+    if (!h && !elsewhere) h = take_listed(s, map, align, zeroed, freed_at);
     lock_release(&s->lock);
-    for (int pass = 0; pass < 3 && !h; pass++)
+    /* pass 0: the others' cached ranges of about the size; 1: what each has
+     * listed; 2: cached ranges purged into a fit; 3: this shard reserves */
+    for (int pass = elsewhere ? 0 : 1; pass < 4 && !h; pass++)
         for (unsigned i = 0; !h && i < HUGE_SHARDS; i++) {
             struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
-            if ((pass == 0 && i == 0) || (pass == 2 && i > 0)) continue;
-            if (i > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
+            if ((pass == 0 && i == 0) || (pass == 1 && i == 0 && !elsewhere) || (pass == 3 && i > 0)) continue;
+            if (i > 0 && pass > 0 && !__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) continue;
+            if (pass == 0 && !resident_in(me, o, map)) continue;
+            if (pass == 0 && (h = slot_alloc(o, map, align ? align : 1, freed_at))) break;
             lock_shard_listed(o);
-            h = pass == 0 ? take_listed(o, map, align, zeroed, freed_at)
-                          : take(o, map, align, pass == 2, zeroed, freed_at);
+            h = pass == 0 ? take_cached(o, map, align, zeroed, freed_at)
+                : pass == 1 ? take_listed(o, map, align, zeroed, freed_at)
+                            : take(o, map, align, pass == 3, zeroed, freed_at);
             lock_release(&o->lock);
         }
     return h;
@@ -415,7 +474,9 @@ static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *f
 
 /* ---- the slot (lock-free) ---- */
 
-/* The cache bound's share of one shard (cache_bound). */
+/* The cache bound's even share of one shard: the largest block its slot
+ * takes (a slot's block is not counted in cached_bytes; the slots together
+ * hold about the bound). */
 static size_t shard_cache_limit(void) {
     int n = atomic_load_explicit(&shards_in_use, memory_order_relaxed);
     return ((size_t)opt.huge_cache_mib << 20) / (size_t)(n > 1 ? n : 1);
@@ -449,11 +510,10 @@ static bool slot_put(struct shard *s, struct huge *h) {
     return true;
 }
 
-/* The calling CPU's shard's slot, if it holds a block of exactly map bytes
- * at an align boundary: that block, USED again.  Any other block found
- * there goes on its cache list, where the locked path can cut it. */
-static struct huge *slot_alloc(size_t map, size_t align, uint64_t *freed_at) {
-    struct shard *s = &shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)];
+/* s's slot, if it holds a block of exactly map bytes at an align
+ * boundary: that block, USED again.  Any other block found there goes on
+ * its owner's cache list, where the locked path can cut it.  No lock held. */
+static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64_t *freed_at) {
     struct huge *h = slot_take(s);
     if (!h) return NULL;
     if (h->map_size == map && ((uintptr_t)h->base & (align - 1)) == 0) {
@@ -462,10 +522,7 @@ static struct huge *slot_alloc(size_t map, size_t align, uint64_t *freed_at) {
         atomic_fetch_add_explicit(&s->slot_hits, 1, memory_order_relaxed);
         return h;
     }
-    struct shard *o = shard_of(h);
-    lock_acquire(&o->lock);
-    slot_to_cache(h);
-    lock_release(&o->lock);
+    slot_to_owner(h, NULL);
     return NULL;
 }
 
@@ -478,7 +535,7 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     size_t map = round_up(size, CHUNK_SIZE);
     bool zeroed = false;
     uint64_t freed_at = 0;
-    struct huge *h = slot_alloc(map, align ? align : 1, &freed_at);
+    struct huge *h = slot_alloc(&shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)], map, align ? align : 1, &freed_at);
     if (!h) h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
@@ -499,27 +556,40 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     return h->base;
 }
 
-/* The cache bound is the process's, split evenly among the shards in use
- * (no count shared by every CPU on the free path): a shard past its share
- * purges its oldest (lock held). */
+/* The cache bound is the process's: while the shards' cached bytes together
+ * pass it, the shard that cached last purges its oldest (lock held).  The
+ * others' counts are read without their locks (no count written by every
+ * CPU on the free path).  A bound split evenly among the shards purged
+ * blocks while the process cached less than the bound whenever a block went
+ * back to a shard that owned more than its share (a block goes back to the
+ * shard it was carved from, whichever CPU frees it), and the range faulted
+ * again when it was next used. */
 static void cache_bound(struct shard *s) {
-    size_t limit = shard_cache_limit();
-    while (s->cache_tail && s->cached_bytes > limit) purge_one(s->cache_tail);
+    if (!s->cache_tail) return;
+    size_t limit = (size_t)opt.huge_cache_mib << 20, total = 0;
+    for (struct shard *o = shards; o < shards + HUGE_SHARDS; o++)
+        if (__atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED)) total += __atomic_load_n(&o->cached_bytes, __ATOMIC_RELAXED);
+    while (s->cache_tail && total > limit) {
+        total -= s->cache_tail->map_size;
+        purge_one(s->cache_tail);
+    }
 }
 
-/* A block goes to its shard's slot when the slot is free and the block
- * fits the shard's cache bound; else on the cache list.  Either way it is
+/* A block goes to the slot of this CPU's shard when the slot is free and
+ * the block fits a shard's share of the cache bound; else on its owner's
+ * cache list.  Either way it is
  * still counted in st.mapped (USED and SLOT and CACHED alike). */
 void huge_free(struct huge *h, void *p) {
     if (p != h->base) os_fatal_ptr("free(): invalid pointer", p);
     struct shard *s = shard_of(h);
+    struct shard *here = &shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)];
     uint8_t used = HUGE_USED;
     if (!__atomic_compare_exchange_n(&h->state, &used, HUGE_SLOT, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         os_fatal_ptr("free(): double free", p);
     atomic_fetch_sub_explicit(&counts.live_bytes, h->map_size, memory_order_relaxed);
     atomic_fetch_add_explicit(&counts.frees, 1, memory_order_relaxed);
     h->freed_at = os_now_ms();
-    if (h->map_size <= shard_cache_limit() && slot_put(s, h)) return;
+    if (h->map_size <= shard_cache_limit() && slot_put(here, h)) return;
     lock_acquire(&s->lock);
     slot_to_cache(h);
     lock_release(&s->lock);
@@ -704,13 +774,16 @@ size_t huge_purge(bool all) {
     if (!atomic_load_explicit(&shards_in_use, memory_order_relaxed)) return 0; /* no shard's pages read */
     uint64_t now = os_now_ms();
     size_t done = 0;
+    /* every slot's block first (it may be any shard's): back if still
+     * young, else on its owner's list, purged below */
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
-        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
-        /* a slot's block: back if still young, else listed (and purged below) */
         struct huge *y = slot_take(s);
         if (y && !all && y->freed_at + (uint64_t)opt.purge_delay_ms > now && slot_put(s, y)) y = NULL;
+        if (y) slot_to_owner(y, NULL);
+    }
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
         lock_acquire(&s->lock);
-        if (y) slot_to_cache(y);
         while (s->cache_tail && (all || s->cache_tail->freed_at + (uint64_t)opt.purge_delay_ms <= now)) {
             done += s->cache_tail->map_size;
             purge_one(s->cache_tail);
@@ -725,11 +798,12 @@ size_t huge_purge(bool all) {
 size_t huge_release(void) {
     if (!atomic_load_explicit(&shards_in_use, memory_order_relaxed)) return 0;
     size_t done = 0;
+    struct huge *y;
+    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) /* every slot first: its block may be another shard's */
+        if ((y = slot_take(s))) slot_to_owner(y, NULL);
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
-        struct huge *y = slot_take(s);
         lock_acquire(&s->lock);
-        if (y) slot_to_cache(y);
         while (s->cache_tail) purge_one(s->cache_tail);
         for (struct huge *h = s->free_head, *next; h; h = next) {
             next = h->next;
@@ -763,11 +837,12 @@ size_t huge_dirty_bytes(void) {
 void huge_stats(struct huge_stats *st) {
     memset(st, 0, sizeof *st);
     for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+        st->cache_hits += atomic_load_explicit(&s->slot_hits, memory_order_relaxed); /* any shard's CPU */
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
         lock_acquire(&s->lock);
         st->mapped += s->st.mapped;
         st->cached += s->cached_bytes;
-        st->cache_hits += s->st.cache_hits + atomic_load_explicit(&s->slot_hits, memory_order_relaxed);
+        st->cache_hits += s->st.cache_hits;
         st->mremaps += s->st.mremaps;
         st->purges += s->st.purges;
         st->purged_bytes += s->st.purged_bytes;
