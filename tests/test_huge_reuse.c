@@ -13,7 +13,8 @@
  * shard a is freed: with two shards in use its shard's even share of the
  * default 1 GiB bound is 512 MiB, and the block must stay cached (the
  * process caches 600 MiB in all); then one of shard b: 1200 MiB would pass
- * the bound, so shard b purges, and the process never caches more than it. */
+ * the bound, so shard b purges, and the process never caches more than it,
+ * nor after realloc shrinks 600 MiB blocks to 4 MiB (their tails cached). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -129,6 +130,17 @@ int main(int argc, char **argv)
     free(c);
     uint64_t cached3 = report_u64("huge_cached_bytes");
     CHECK(cached3 <= 1024 * MIB, "%llu MiB cached, past the 1024 MiB bound", (unsigned long long)(cached3 / MIB));
+    /* a realloc that shrinks a block caches its tail: the bound holds there too */
+    for (int k = 0; k < 4; k++) {
+        char *r = malloc(OPAQUE(600 * MIB));
+        CHECK(r, "malloc(600 MiB)");
+        char *q = realloc(r, OPAQUE(4 * MIB));
+        CHECK(q == r, "a shrinking realloc moved the block");
+        uint64_t cached = report_u64("huge_cached_bytes");
+        CHECK(cached <= 1024 * MIB, "%llu MiB cached after %d shrinking reallocs, past the 1024 MiB bound",
+              (unsigned long long)(cached / MIB), k + 1);
+        free(q);
+    }
     NOTE("CPUs %d and %d: block reused across shards with %ld faults; %llu, %llu, %llu MiB cached", a, b, faults,
          (unsigned long long)(cached1 / MIB), (unsigned long long)(cached2 / MIB), (unsigned long long)(cached3 / MIB));
     return 0;

@@ -749,6 +749,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         }
         h->state = HUGE_USED;
         h->size = size;
+        cache_bound(s); /* the tail joined the cache */
         lock_release(&s->lock);
         return p;
     }
@@ -764,6 +765,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
         resize_map(h, map);
         h->size = size;
     }
+    cache_bound(s); /* a move leaves the old range cached */
     lock_release(&s->lock);
     return r;
 }
