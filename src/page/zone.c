@@ -1040,12 +1040,11 @@ size_t zone_in_use_pages(void) {
  * the zone lock, store it atomically */
 uint8_t zone_chunk_huge(const struct span *s) { return __atomic_load_n(chunk_huge(s->chunk), __ATOMIC_RELAXED); }
 
-/* Collapse (MADV_COLLAPSE) chunks that became dense as 4 KiB pages, at most
- * max per call, outside the lock (a collapse copies 2 MiB).  A chunk's
- * state is set to COLLAPSED before the call, so no other caller picks it. */
-/* One pass over the chunks, at most once a purge delay (thp_collapse_pass
- * marks and collapses): the chosen ones are marked collapsed under the lock,
- * so no other pass picks them, and collapsed after it is dropped. */
+/* Collapse (MADV_COLLAPSE) chunks that stayed dense as 4 KiB pages: one
+ * pass over the chunks at most once a purge delay (thp_collapse_pass marks
+ * and picks), up to max picked; each is marked COLLAPSED under the lock, so
+ * no other pass picks it, and collapsed after the lock is dropped (a
+ * collapse copies 2 MiB); their outcomes are recorded in one hold. */
 static uint64_t collapse_pass_ms; /* the last pass; the purger thread only */
 size_t zone_collapse_dense(unsigned max, uint64_t now_ms) {
     enum { PASS_MAX = 8 };
@@ -1067,10 +1066,11 @@ size_t zone_collapse_dense(unsigned max, uint64_t now_ms) {
                 n++;
             }
     zone_unlock();
-    for (unsigned k = 0; k < n; k++) {
-        bool ok = os_collapse(base[k], CHUNK_SIZE);
+    bool ok[PASS_MAX];
+    for (unsigned k = 0; k < n; k++) ok[k] = os_collapse(base[k], CHUNK_SIZE);
+    if (n) {
         zone_lock();
-        thp_collapsed(huge[k], ok);
+        for (unsigned k = 0; k < n; k++) thp_collapsed(huge[k], ok[k]);
         zone_unlock();
     }
     return n;
