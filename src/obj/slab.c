@@ -45,14 +45,17 @@ static lf_stack abandoned[NCLASSES];
 #define SPAN_NEXT offsetof(struct span, next)
 
 /* Spare slabs: empty slabs that exited threads left (their own, and the
- * abandoned ones their objects' frees emptied), by page order, on lock-free
- * stacks; their pages still map to them.  A starting thread
- * takes its slabs from here before the page heap, so thread churn does not
- * cycle pages through the pagesets and the zone, where each freed page would
- * stay resident for the purge delay while the next thread's slabs come from
- * elsewhere.  The purger purges and gives back the ones no thread took
- * within a quarter of the delay. */
-static lf_stack spare[PCP_MAX_ORDER + 1];
+ * abandoned ones their objects' frees emptied), by the class they last
+ * served, on lock-free stacks; their pages still map to them.  A starting
+ * thread takes its slabs from here before the page heap, so thread churn
+ * does not cycle pages through the pagesets and the zone, where each freed
+ * page would stay resident for the purge delay while the next thread's
+ * slabs come from elsewhere.  A slab goes back to its own class first, then
+ * to the nearest class of its size: a slab's resident pages are what its
+ * classes' peaks touched, so one that moved between classes would end up
+ * resident whole while each class uses a part.  The purger purges and gives back the ones no thread took within a
+ * quarter of the delay. */
+static lf_stack spare[NCLASSES];
 static _Atomic size_t spare_pages;
 
 static pthread_key_t heap_key;
@@ -203,16 +206,25 @@ static void spare_put(struct span *s) {
     objmap_set(s, NULL);
     s->freed_at = os_now_ms();
     atomic_fetch_add_explicit(&spare_pages, s->npages, memory_order_relaxed);
-    lf_push(&spare[__builtin_ctz(s->npages)], s, s, SPAN_NEXT);
+    lf_push(&spare[s->cls], s, s, SPAN_NEXT);
 }
 
-/* A spare slab of npages pages (its pages still map to it), or NULL. */
-static struct span *spare_get(uint32_t npages) {
-    lf_stack *st = &spare[__builtin_ctz(npages)];
-    if (lf_empty(st)) return NULL;
-    struct span *s = lf_pop(st, SPAN_NEXT);
-    if (s) atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
-    return s;
+/* A spare slab for class c (its pages still map to it), or NULL: one that
+ * served c, else one of the same size that served the nearest class. */
+static struct span *spare_get(unsigned c) {
+    if (atomic_load_explicit(&spare_pages, memory_order_relaxed) == 0) return NULL;
+    uint32_t npages = classes[c].pages;
+    for (unsigned d = 0; d < NCLASSES; d++) {
+        unsigned k[2] = {c - d, c + d}; /* c - d wraps past 0: out of range */
+        for (unsigned i = 0; i < (d ? 2u : 1u); i++) {
+            if (k[i] >= NCLASSES || classes[k[i]].pages != npages || lf_empty(&spare[k[i]])) continue;
+            struct span *s = lf_pop(&spare[k[i]], SPAN_NEXT);
+            if (!s) continue;
+            atomic_fetch_sub_explicit(&spare_pages, s->npages, memory_order_relaxed);
+            return s;
+        }
+    }
+    return NULL;
 }
 
 size_t slab_spare_bytes(void) {
@@ -224,7 +236,7 @@ size_t slab_spare_bytes(void) {
 static void spare_trim(uint64_t min_age_ms) {
     struct span *old = NULL;
     uint64_t now = os_now_ms();
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+    for (unsigned o = 0; o < NCLASSES; o++) {
         if (lf_empty(&spare[o])) continue;
         struct span *young = NULL, *young_last = NULL, *s;
         while ((s = lf_pop(&spare[o], SPAN_NEXT))) {
@@ -312,21 +324,29 @@ static void extend(struct span *s) {
 
 static struct span *slab_new(struct heap *h, unsigned c) {
     const struct class_info *ci = &classes[c];
-    struct span *s = NULL, **pp = &h->empty;
-    for (; *pp; pp = &(*pp)->next)
-        if ((*pp)->npages == ci->pages) {
-            s = *pp;
-            *pp = s->next;
-            h->nr_empty--;
-            HEAP_COUNT(h->slab_cache_hits, 1);
+    /* an empty slab of this thread's: one that served c, else one of c's
+     * size (as for the spare slabs below, a slab keeps to its class) */
+    struct span *s = NULL, **pp, **fit = NULL;
+    for (pp = &h->empty; *pp; pp = &(*pp)->next) {
+        if ((*pp)->npages != ci->pages) continue;
+        if (!fit) fit = pp;
+        if ((*pp)->cls == c) {
+            fit = pp;
             break;
         }
+    }
+    if (fit) {
+        s = *fit;
+        *fit = s->next;
+        h->nr_empty--;
+        HEAP_COUNT(h->slab_cache_hits, 1);
+    }
     if (!s && cache_high_raise(&h->empty_high, opt.heap_empty_max)) { /* a burst deeper than the cache */
         HEAP_COUNT(h->slab_cache_raises, 1);
         if ((uint64_t)h->empty_high.high > h->slab_cache_high_peak)
             HEAP_SET(h->slab_cache_high_peak, (uint64_t)h->empty_high.high);
     }
-    if (!s) s = spare_get(ci->pages);
+    if (!s) s = spare_get(c);
     bool mapped = s != NULL; /* from a cache: its pages still map to it */
     if (!s) {
         s = page_alloc(ci->pages, 1);
