@@ -247,7 +247,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         API(free)(p);
         return NULL;
     }
-    struct span *s = NULL;
+    struct span *s = NULL, *large = NULL;
     struct huge *h = NULL;
     size_t usable;
     switch (classify(p, &s, &h)) {
@@ -260,6 +260,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     }
     case LARGE:
         if (p != s->start) bad_pointer(CALL_REALLOC, FAULT_INVALID, p);
+        large = s;
         usable = (size_t)s->npages << PAGE_SHIFT;
         if (n > SMALL_MAX && n <= LARGE_MAX) {
             /* in place: give back the tail, or take the free pages after it */
@@ -283,9 +284,16 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     }
     default: not_a_block(CALL_REALLOC, p);
     }
-    void *q = n > usable && n > SMALL_MAX && n <= LARGE_MAX ? large_block(n, 0, false, true) : API(malloc)(n);
+    bool grow = n > usable && n > SMALL_MAX && n <= LARGE_MAX;
+    void *q = grow ? large_block(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
+    if (grow && large) { /* the block a growing realloc leaves: see large_free_merged */
+        heap_count_large(0, 0, 1, -(uint64_t)large->npages);
+        large_free_merged(large, p);
+        api_tick();
+        return q;
+    }
     API(free)(p);
     return q;
 }

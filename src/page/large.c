@@ -53,6 +53,17 @@ void large_free(struct span *s, void *p) {
     page_free(s);
 }
 
+/* The block a growing realloc moved away from goes to the buddy lists, not
+ * to a pageset or a thread's cache: there it merges with its free
+ * neighbours at once, so that the blocks around it can grow into its pages
+ * in place and larger blocks can be carved from them, where a cached copy
+ * would stay resident, unmerged, in the way of both, while every buffer in
+ * the program is larger than it. */
+void large_free_merged(struct span *s, void *p) {
+    large_unmap(s, p);
+    zone_free_span(s);
+}
+
 void large_reuse(struct span *s, size_t n, bool zero) {
     if (zero) clear_hint(s->start, n, FOLIO_CLEAR_TOUCH);
     s->flags = 0;

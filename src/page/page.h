@@ -135,6 +135,7 @@ void large_free(struct span *s, void *p); /* p must be s->start, else the proces
 void large_unmap(struct span *s, void *p);
 void large_reuse(struct span *s, size_t n, bool zero); /* a kept block (n bytes) live again */
 bool large_resize(struct span *s, size_t npages); /* in place: false when it cannot */
+void large_free_merged(struct span *s, void *p); /* to the buddy lists (a growing realloc's old block) */
 struct huge;
 void *huge_alloc(size_t n, size_t align, bool zero);
 void huge_free(struct huge *h, void *p);
