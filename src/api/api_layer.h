@@ -25,6 +25,7 @@ extern _Atomic int folio_ready;
  * the tick and the purger at most once a second, with no lock held. */
 void live_init(void);
 void live_tick(uint64_t now_ms); /* publish when due (now_ms: os_now_ms, read by the caller) */
+void live_prepare(void);         /* the purger starts: fault in what a publish touches, write nothing */
 void live_exit(void);            /* at exit: the file is removed */
 void live_after_fork_child(void);
 

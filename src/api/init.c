@@ -40,6 +40,7 @@ void folio_init(void) {
         heap_set_exit_hook(on_thread_exit);
         live_init();
         purge_register_bg_work(live_tick);
+        purge_register_bg_start(live_prepare);
         atomic_store_explicit(&folio_ready, 1, memory_order_release);
     }
     lock_release(&init_lock);

@@ -39,6 +39,11 @@ static FORK_STATE _Atomic int bg_tids[BG_MAX];
 #define BG_STACK_SIZE (64 * 1024)
 #endif
 static char bg_stacks[BG_STACKS][BG_STACK_SIZE] __attribute__((aligned(4096)));
+/* the top of one of our stacks that its thread uses (glibc's descriptor and
+ * TLS, and the purger's deepest call, the live file's snapshot: ~10 KiB),
+ * written by the starting thread: faulted in at the start, in a program's
+ * warm-up, not at the first publish, a second later in its steady state */
+#define BG_STACK_PREFAULT (16 * 1024)
 static FORK_STATE _Atomic int bg_stacks_used;
 
 static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {
@@ -60,6 +65,9 @@ bool bg_start(void *(*fn)(void *), void *arg) {
     int i = atomic_fetch_add_explicit(&bg_stacks_used, 1, memory_order_relaxed);
     /* one of ours, else (all taken, or glibc refused it: static TLS too
      * large for it) one of glibc's */
+    if (i < BG_STACKS)
+        for (size_t off = PAGE_SIZE; off <= BG_STACK_PREFAULT; off += PAGE_SIZE)
+            ((volatile char *)bg_stacks[i])[BG_STACK_SIZE - off] = 0;
     int rc = i < BG_STACKS ? create(&t, fn, arg, bg_stacks[i]) : -1;
     if (rc != 0) rc = create(&t, fn, arg, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -70,8 +70,9 @@ static struct {
 
 enum { HUGE_USED = 1, HUGE_CACHED = 2, HUGE_FREE = 3, HUGE_SLOT = 4 };
 
-/* The first reservation's size; each next one doubles what is reserved,
- * up to REGION_MAX, and is at least the block that needs it. */
+/* The first reservation's size; each next one doubles what the process
+ * has reserved (all shards'), up to REGION_MAX, and is at least the block
+ * that needs it. */
 #define REGION_MIN ((size_t)256 << 20)
 #define REGION_MAX ((size_t)4 << 30)
 
@@ -316,9 +317,17 @@ static void region_join(struct shard *s, struct huge *n) {
     make_free(n);
 }
 
-/* A new region of at least map bytes, all FREE. */
+/* A new region of at least map bytes, all FREE, as large as all shards'
+ * regions together: a shard reserves only once no shard has a fit (take_any),
+ * so the process has run out, and doubling the process's reservation keeps
+ * the mappings few and early while the heap grows.  (Sized from the shard's
+ * own, a second CPU's shard grew by 256 MiB, 256, 512, ... after the first
+ * had reserved gigabytes: mappings late in a warm-up or after it, issue 15;
+ * test_huge_regions.) */
 static bool region_add(struct shard *s, size_t map, size_t align) {
-    size_t want = s->st.reserved > REGION_MIN ? s->st.reserved : REGION_MIN;
+    size_t total = 0;
+    for (struct shard *o = shards; o < shards + HUGE_SHARDS; o++) total += __atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED);
+    size_t want = total > REGION_MIN ? total : REGION_MIN;
     if (want > REGION_MAX) want = REGION_MAX;
     want = round_up(want, CHUNK_SIZE);
     if (align < CHUNK_SIZE) align = CHUNK_SIZE;

@@ -185,6 +185,7 @@ void purge_note_thread_exit(void); /* a thread of the program is exiting */
  * folio lock held (the live statistics: a program that stopped allocating
  * still has them refreshed while the purger runs). */
 void purge_register_bg_work(void (*fn)(uint64_t now_ms));
+void purge_register_bg_start(void (*fn)(void)); /* run once, by the thread that starts the purger */
 uint64_t purge_bg_interval_ms(void); /* how often the purger wakes; 0: it is not running */
 
 /* ---------------------------------------------------------------- thp */

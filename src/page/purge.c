@@ -31,6 +31,10 @@ static void (*_Atomic bg_work)(uint64_t now_ms);
 
 void purge_register_bg_work(void (*fn)(uint64_t now_ms)) { atomic_store(&bg_work, fn); }
 
+static void (*_Atomic bg_start_work)(void);
+
+void purge_register_bg_start(void (*fn)(void)) { atomic_store(&bg_start_work, fn); }
+
 uint64_t purge_bg_interval_ms(void) {
     return atomic_load_explicit(&purge_thread_state, memory_order_relaxed) == 1 ? tick_interval() : 0;
 }
@@ -109,6 +113,8 @@ void purge_maybe_start_thread(void) {
         return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
+    void (*start)(void) = atomic_load_explicit(&bg_start_work, memory_order_relaxed);
+    if (start) start(); /* in this thread, before the purger runs: ordered before what follows */
     if (!bg_start(purge_main, NULL)) atomic_store(&purge_thread_state, 2); /* never again */
 }
 
