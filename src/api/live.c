@@ -113,13 +113,12 @@ static FORK_STATE bool prepared; /* live_prepare ran in this process */
 
 /* The purger is about to start (a program that freed 2 MiB or more, in its
  * warm-up), in the thread that starts it, so that it is done before that
- * thread goes on: a snapshot into the text buffer, written nowhere, faults in now
- * what the first publish would touch for the first time at the process's
- * first second, in its steady state (the text buffer's pages, the report's
- * tables and code: 6 of the 7 minor faults seen in
- * page_fault1's measured window).  Creates no file: a process that ends
- * within its first second still leaves none; one that never starts the
- * purger (/bin/true) pays nothing. */
+ * thread goes on: a snapshot into the text buffer, written nowhere, faults in
+ * now what the first publish would touch for the first time at the
+ * process's first second, in its steady state (the text buffer's pages, the
+ * report's tables and code).  Creates no file: a process that ends within
+ * its first second still leaves none; one that never starts the purger
+ * (/bin/true) pays nothing. */
 void live_prepare(void) {
     if (!enabled || prepared || atomic_load(&ended)) return;
     if (atomic_exchange(&busy, 1)) return;
