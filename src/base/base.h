@@ -285,6 +285,10 @@ static inline void lock_reset(lock_t *l) {
       "most KiB of freed objects per size class a thread keeps on its own list for its next "  \
       "mallocs: the list's high starts at a slab's worth, grows by what it gave back and "     \
       "had to take again, halves each purge delay without that; past it, half goes back")     \
+    X(heap_young_bytes, "FOLIO_HEAP_YOUNG_BYTES", 1024,                                        \
+      "bytes of each size class below 2 KiB a thread serves first from the next power-of-two "  \
+      "class's slabs (a program using a class little then touches no page of its own for it); " \
+      "0: every object from its exact class")                                                  \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

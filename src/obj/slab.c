@@ -417,6 +417,7 @@ static struct heap *heap_create(void) {
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].refill = 4;
+        h->bins[c].young = class_young_objects(c);
         h->bins[c].allocs = 0;
         h->bins[c].frees = 0;
     }
@@ -473,6 +474,21 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
+    struct bin *young = NULL; /* b's class is young: served from class_young's bin */
+    if (unlikely(b->young)) {
+        young = b;
+        c = class_young[c];
+        b = &h->bins[c];
+        void **p = b->list;
+        if (p) { /* small_alloc_fast on the target's list */
+            b->list = slab_link_next(p);
+            p[1] = NULL;
+            b->list_room++;
+            HEAP_COUNT(b->allocs, 1);
+            young->young--;
+            return p;
+        }
+    }
     run_flush(h); /* before this thread looks for free objects */
     bool carved = false;
     for (;;) {
@@ -548,6 +564,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     p[1] = NULL;
     HEAP_COUNT(b->allocs, 1);
     HEAP_COUNT(h->list_refills, 1);
+    if (young) young->young--;
     return p;
 }
 
