@@ -178,7 +178,16 @@ typedef struct {
 #else
 #define LOCK_INIT(r) {0}
 #endif
+/* Variables a process reads before anything writes their page (each
+ * exported call's first test, every lock's): in .data, whose first page the
+ * loader has already written (it relocates __dso_handle, the first word of
+ * .data), so the read costs no page fault, and the first write no second one
+ * (a read of an untouched .bss page maps the zero page, which the write then
+ * replaces).  Only base objects, which the link puts first, may use it. */
+#define LOADER_WRITTEN __attribute__((section(".data.folio_loader_written")))
 extern INTERNAL bool lock_timing; /* FOLIO_LOCK_STATS=1, set once by options_init */
+/* set once folio_init (api) has run: every exported call tests it first */
+extern _Atomic int folio_ready;
 void lock_timing_start(void);
 
 /* State that every fork writes (the locks fork_prepare takes, what the
