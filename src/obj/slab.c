@@ -56,7 +56,12 @@ static lf_stack spare[PCP_MAX_ORDER + 1];
 static _Atomic size_t spare_pages;
 
 static pthread_key_t heap_key;
-static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads with no heap */
+/* frees by threads with no heap: every free of such a thread adds here, so
+ * the array has lines of its own (it ends on a line boundary too); placed
+ * by the link next to slab_secret, which every malloc and free reads, it
+ * made a consumer thread's frees slow down its producer's mallocs */
+static _Atomic uint64_t remote_frees_without_heap[NCLASSES] __attribute__((aligned(CACHELINE)));
+_Static_assert(sizeof(remote_frees_without_heap) % CACHELINE == 0, "no other variable on its last line");
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
