@@ -860,6 +860,11 @@ static const struct obj_hooks hooks = {
 uint64_t slab_secret;
 
 void slab_init(void) {
+    /* the heap registry's page (heaps_free, heaps_all, heap_ids; then
+     * arena_map[0]) is first read (heap_create's pop, free(NULL)) and
+     * written only after: a write here makes its first touch one fault,
+     * not a zero-page mapping and then its copy */
+    __atomic_store_n(&heap_ids, 0, __ATOMIC_RELAXED);
     slab_secret = os_random_seed();
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);
