@@ -23,7 +23,9 @@
  *    freed) then reuse the pages the last one left resident, as glibc's
  *    heap does, where the page heap would hand each a fresh run while the
  *    freed ones wait out the purge delay; the decay still empties the cache
- *    once per delay. */
+ *    once per delay, and so does the first put once the heap is no longer
+ *    small (a heap that grows by realloc, whose moves bypass the cache,
+ *    would otherwise keep a megabyte it never takes back). */
 #include "obj.h"
 
 static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
@@ -66,7 +68,9 @@ struct span *heap_big_get(size_t npages) {
 bool heap_big_put(struct span *s) {
     struct heap *h = heap_current();
     if (!h || s->npages > BIG_CACHE_PAGES) return false;
-    long high = small_heap() ? big_max_pages() : h->big_high.high;
+    long high = h->big_high.high;
+    if (small_heap()) high = big_max_pages();
+    else if (h->big_pages > high) heap_big_drain(h, high); /* kept while the heap was small */
     if (h->big_pages + (long)s->npages > high) {
         h->big_high.given += s->npages;
         h->big_given_sizes |= (uint64_t)1 << (s->npages - 1);
