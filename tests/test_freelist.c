@@ -3,8 +3,9 @@
  * makes malloc hand out a forged pointer.  For several size classes, on the
  * owner's own free list and on a slab's remote (cross-thread) free list, a
  * freed block's first word is overwritten with the address of a static
- * buffer, with a garbage value and with zero; then the owner mallocs the same
- * size again and again.  Each case runs in a forked child: it must die of
+ * buffer, with a garbage value and with zero; then the owner mallocs the
+ * block's size class (its usable size: a new thread's first blocks of a
+ * small size come from a larger class) again and again.  Each case runs in a forked child: it must die of
  * SIGABRT with "folio: malloc(): corrupted free list at 0x<block>", naming the
  * block that was written to, and every pointer malloc returned before that
  * must be a block of the heap (neither the forged value nor the buffer).
@@ -71,6 +72,7 @@ static void child(enum where where, enum what what, size_t n)
         blocks[i] = malloc(OPAQUE(n));
         CHECK(blocks[i] != NULL, "malloc(%zu)", n);
     }
+    size_t m = malloc_usable_size(blocks[1]); /* the class mallocs take below */
     if (where == LOCAL) {
         for (int i = 0; i < NBLOCKS; i++)
             free(OPAQUE(blocks[i]));
@@ -85,13 +87,16 @@ static void child(enum where where, enum what what, size_t n)
         CHECK(write(2, line, (size_t)len) == len, "write");
         *(volatile uintptr_t *)OPAQUE(blocks[1]) = forged_value(what);
     }
-    /* 1 MiB of blocks of the size: more than a slab of any class (256 KiB
-     * at most), so the list holding the written block is popped */
-    size_t rounds = 2 * (512 * 1024 / n) + 64;
+    /* 1 MiB of blocks of the block's class: more than a slab of any class
+     * (256 KiB at most), so the list holding the written block is popped.
+     * Its usable size, not n: a thread's first blocks of a small class come
+     * from a larger class's slabs (young bins), and n is served from its
+     * own class once they are spent */
+    size_t rounds = 2 * (512 * 1024 / m) + 64;
     for (size_t i = 0; i < rounds; i++) {
-        void *q = malloc(OPAQUE(n));
+        void *q = malloc(OPAQUE(m));
         check_returned(q, what);
-        memset(q, 0x5a, n); /* used as a program would */
+        memset(q, 0x5a, m); /* used as a program would */
     }
 }
 

@@ -19,7 +19,6 @@
 
 #include "api_layer.h"
 
-_Atomic int folio_ready;
 static FORK_STATE lock_t init_lock = LOCK_INIT(LOCK_RANK_INIT);
 
 /* a thread of the program is exiting: the purger may have spare slabs to

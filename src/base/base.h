@@ -178,7 +178,16 @@ typedef struct {
 #else
 #define LOCK_INIT(r) {0}
 #endif
+/* Variables a process reads before anything writes their page (each
+ * exported call's first test, every lock's): in .data, whose first page the
+ * loader has already written (it relocates __dso_handle, the first word of
+ * .data), so the read costs no page fault, and the first write no second one
+ * (a read of an untouched .bss page maps the zero page, which the write then
+ * replaces).  Only base objects, which the link puts first, may use it. */
+#define LOADER_WRITTEN __attribute__((section(".data.folio_loader_written")))
 extern INTERNAL bool lock_timing; /* FOLIO_LOCK_STATS=1, set once by options_init */
+/* set once folio_init (api) has run: every exported call tests it first */
+extern _Atomic int folio_ready;
 void lock_timing_start(void);
 
 /* State that every fork writes (the locks fork_prepare takes, what the
@@ -285,6 +294,10 @@ static inline void lock_reset(lock_t *l) {
       "most KiB of freed objects per size class a thread keeps on its own list for its next "  \
       "mallocs: the list's high starts at a slab's worth, grows by what it gave back and "     \
       "had to take again, halves each purge delay without that; past it, half goes back")     \
+    X(heap_young_bytes, "FOLIO_HEAP_YOUNG_BYTES", 1024,                                        \
+      "bytes of each size class below 2 KiB a thread serves first from the next power-of-two "  \
+      "class's slabs (a program using a class little then touches no page of its own for it); " \
+      "0: every object from its exact class")                                                  \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

@@ -18,7 +18,8 @@ void lock_slow(lock_t *l) {
  * Cycles are converted to nanoseconds at read time, by the cycle counter's
  * rate since timing began; a hold that began before timing did (since == 0)
  * is not counted. */
-bool lock_timing;
+bool lock_timing LOADER_WRITTEN;
+_Atomic int folio_ready LOADER_WRITTEN; /* the api's, here for its page (base.h) */
 static uint64_t timing_ticks0, timing_ns0;
 
 void lock_timing_start(void) {

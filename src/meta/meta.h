@@ -83,7 +83,8 @@ static inline void span_set_kind(struct span *s, unsigned k) {
  * ARENA_ALIGN-aligned addresses (a reservation of FOLIO_ARENA_MIB above that
  * is several arenas).  An arena's first ARENA_META_PAGES pages hold its
  * metadata: the span of every page of the arena (ARENA_ALIGN / 512 bytes),
- * then struct arena_head.  The metadata of any arena address is therefore at
+ * then the objmap, whose first words (those of the metadata pages, which no
+ * slab covers) hold struct arena_head.  The metadata of any arena address is therefore at
  * an address computed from it, not loaded.  arena_map says which aligned
  * ranges are arenas: set before any pointer into the arena is handed out,
  * never cleared, and the metadata pages are never unmapped (the first chunk
@@ -96,7 +97,7 @@ static inline void span_set_kind(struct span *s, unsigned k) {
 #define ARENA_PAGES (ARENA_ALIGN >> PAGE_SHIFT)      /* 65536 */
 #define ARENA_TABLE_PAGES (ARENA_PAGES * sizeof(void *) / PAGE_SIZE) /* 128 */
 #define ARENA_OBJMAP_PAGES (ARENA_PAGES * sizeof(uint32_t) / PAGE_SIZE) /* 64 */
-#define ARENA_META_PAGES (ARENA_TABLE_PAGES + 1 + ARENA_OBJMAP_PAGES) /* the table, the head, the objmap */
+#define ARENA_META_PAGES (ARENA_TABLE_PAGES + ARENA_OBJMAP_PAGES) /* the table, the objmap (and head) */
 #define ARENA_MAP_BITS 48                            /* addresses folio can own */
 
 /* A chunk is 2 MiB of arena memory; its meta is its part of the arena's
@@ -121,6 +122,19 @@ struct arena_head {
     uint16_t free_pages[ARENA_CHUNKS]; /* zone: free pages of each chunk in the zone (zone.c) */
     uint8_t huge[ARENA_CHUNKS];        /* zone: each chunk's huge-page state (thp.c) */
 };
+/* The head is the objmap's first words: those of the arena's metadata pages,
+ * which no slab covers, so the object layer never writes them, and the
+ * objmap page that covers the first slabs of a small program holds the head
+ * too (one page fewer per process).  A free() given a pointer into the
+ * metadata still reads one of these words as an objmap word; it never
+ * matches a heap (obj.h: a matching word has bit 15 set, OBJMAP_CARVED),
+ * because no 16-bit half at a word's start has bit 15 set: every byte of
+ * type, state and huge is below 0x80, every free_pages count at most 512,
+ * and next points to another arena's head (its low 16 bits are 0, bits 32-47
+ * those of a user address, below 2^47). */
+_Static_assert(sizeof(struct arena_head) <= ARENA_META_PAGES * sizeof(uint32_t),
+               "the head fits in the objmap words of the metadata pages");
+_Static_assert(ARENA_TABLE_PAGES % 16 == 0, "a head's address has its low 16 bits 0");
 
 extern INTERNAL _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
 
@@ -141,13 +155,13 @@ static inline char *chunk_base(const struct chunk *c) {
 static inline struct arena_head *arena_head_of(uintptr_t a) {
     return (struct arena_head *)(arena_base(a) + (ARENA_TABLE_PAGES << PAGE_SHIFT));
 }
-/* The objmap: one 32-bit word per arena page, after the head, written by the
+/* The objmap: one 32-bit word per arena page, after the table, written by the
  * object layer (obj.h says what it holds) and read by free() without a
  * lock: 16 pages per cache line where the span table holds 8 and a span's
  * line 1, so the words of a heap's slabs stay in cache.  Zero (the mapping's
  * own zero) means nothing. */
 static inline _Atomic uint32_t *arena_objmap_slot(uintptr_t a) {
-    return (_Atomic uint32_t *)(arena_base(a) + ((size_t)(ARENA_TABLE_PAGES + 1) << PAGE_SHIFT)) +
+    return (_Atomic uint32_t *)(arena_base(a) + ((size_t)ARENA_TABLE_PAGES << PAGE_SHIFT)) +
            ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
 }
 /* a lies in an arena (NULL and addresses beyond 48 bits do not) */

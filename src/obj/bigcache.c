@@ -13,10 +13,25 @@
  *    pages it gave: a burst it could not hold), not on any miss (a mix of
  *    sizes that never repeat would fill the cache for nothing), and halves
  *    each purge delay without such a miss (struct cache_high, decayed with
- *    the slab cache by heap_decay_current). */
+ *    the slab cache by heap_decay_current);
+ *  - except in a small heap (the zone at most SMALL_HEAP_PAGES): there the
+ *    cache keeps what it is given up to FOLIO_HEAP_BIG_CACHE_KIB whatever
+ *    its high, and a request no kept block of its size serves takes the
+ *    smallest larger one, cut to the request (the tail goes back to the
+ *    zone, resident).  A small program's buffers of sizes that never repeat
+ *    (python's reads of .pyc files: 8-51 pages, each malloc'd, shrunk and
+ *    freed) then reuse the pages the last one left resident, as glibc's
+ *    heap does, where the page heap would hand each a fresh run while the
+ *    freed ones wait out the purge delay; the decay still empties the cache
+ *    once per delay, and so does the first put once the heap is no longer
+ *    small (a heap that grows by realloc, whose moves bypass the cache,
+ *    would otherwise keep a megabyte it never takes back). */
 #include "obj.h"
 
 static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
+
+#define SMALL_HEAP_PAGES (4 * CHUNK_PAGES) /* 8 MiB: small programs, below any huge-page rule */
+static bool small_heap(void) { return zone_managed_pages() <= SMALL_HEAP_PAGES; }
 
 struct span *heap_big_get(size_t npages) {
     struct heap *h = heap_current();
@@ -32,6 +47,16 @@ struct span *heap_big_get(size_t npages) {
         HEAP_COUNT(h->big_cache_hits, 1);
         return s;
     }
+    if (h->big_pages && small_heap()) /* the smallest larger block, cut to size */
+        for (size_t n = last + 1; n <= BIG_CACHE_PAGES; n++) {
+            struct span *s = h->big[n];
+            if (!s) continue;
+            h->big[n] = s->next;
+            h->big_pages -= (long)n;
+            HEAP_COUNT(h->big_cache_hits, 1);
+            large_resize(s, npages); /* if it fails (no descriptor), s serves whole */
+            return s;
+        }
     uint64_t want = ((uint64_t)2 << (last < BIG_CACHE_PAGES ? last - 1 : BIG_CACHE_PAGES - 1)) - ((uint64_t)1 << (npages - 1));
     if (h->big_given_sizes & want) { /* it gave away what it now needs: hold it next time */
         cache_high_raise(&h->big_high, big_max_pages());
@@ -43,7 +68,10 @@ struct span *heap_big_get(size_t npages) {
 bool heap_big_put(struct span *s) {
     struct heap *h = heap_current();
     if (!h || s->npages > BIG_CACHE_PAGES) return false;
-    if (h->big_pages + (long)s->npages > h->big_high.high) {
+    long high = h->big_high.high;
+    if (small_heap()) high = big_max_pages();
+    else if (h->big_pages > high) heap_big_drain(h, high); /* kept while the heap was small */
+    if (h->big_pages + (long)s->npages > high) {
         h->big_high.given += s->npages;
         h->big_given_sizes |= (uint64_t)1 << (s->npages - 1);
         return false;

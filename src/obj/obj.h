@@ -65,6 +65,19 @@ struct class_info {
     uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
 extern INTERNAL struct class_info classes[NCLASSES];
+/* A class's young target: the class whose slabs serve a thread's first
+ * objects of it (bin.young), the next power of two up to 2 KiB (sizes that
+ * are powers of two, and classes from 2 KiB on, their own): a program that
+ * uses many classes a little fills a few pages, not one page per class. */
+extern INTERNAL uint8_t class_young[NCLASSES];
+/* a new heap's bin.young: FOLIO_HEAP_YOUNG_BYTES of class c, rounded up to
+ * whole objects (0: c is its own target).  Inline: heap_create's start-up
+ * code shares its text page. */
+static inline uint32_t class_young_objects(unsigned c) {
+    if (class_young[c] == c || opt.heap_young_bytes <= 0) return 0;
+    uint64_t n = ((uint64_t)opt.heap_young_bytes + classes[c].size - 1) / classes[c].size;
+    return n > classes[c].capacity ? classes[c].capacity : (uint32_t)n;
+}
 _Static_assert(sizeof(struct class_info) == 32, "free() finds a class's line with a shift");
 void classes_init(void);
 /* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
@@ -159,7 +172,11 @@ struct bin {
     uint32_t refill;      /* objects the next refill moves: doubles per refill, from 4 up to
                            * the class's list_batch (a thread that uses a class little holds
                            * little of it) */
+    uint32_t young;       /* objects of this class the slow path still serves from class_young's
+                           * bin (its list stays empty meanwhile, so each such malloc misses);
+                           * 0 from then on: only slow paths read it */
 } __attribute__((aligned(CACHELINE)));
+_Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
 
 /* Counts: an object is counted as allocated in its allocating thread's bin
  * and as freed, per class, by the thread that frees it (local or remote), so

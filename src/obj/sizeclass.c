@@ -10,6 +10,9 @@
 
 struct class_info classes[NCLASSES];
 uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
+uint8_t class_young[NCLASSES];
+
+#define YOUNG_MAX 2048 /* largest young target: from there an object fills half a page or more */
 
 static uint32_t class_size(unsigned c) {
     if (c < 8) return (c + 1) * 16;
@@ -38,6 +41,12 @@ void classes_init(void) {
         classes[c].list_max = (uint32_t)(list > 65535 ? 65535 : list < classes[c].capacity ? classes[c].capacity : list);
         if (classes[c].capacity >> 16) os_fatal_ptr("folio: more than 65535 objects in a slab of class", &classes[c]);
         if (pages > 256) os_fatal_ptr("folio: a slab of more than 256 pages (objmap words) in class", &classes[c]);
+    }
+    for (unsigned c = 0; c < NCLASSES; c++) {
+        uint32_t size = classes[c].size, target = size;
+        if (size < YOUNG_MAX)
+            while (target & (target - 1)) target += target & -target; /* next power of two */
+        class_young[c] = (uint8_t)size_class(target);
     }
     for (unsigned i = 0; i <= SMALL_MAX >> 4; i++) class_of_small[i] = (uint8_t)size_class(i ? i * 16 : 1);
 }

@@ -59,7 +59,12 @@ static lf_stack spare[NCLASSES];
 static _Atomic size_t spare_pages;
 
 static pthread_key_t heap_key;
-static _Atomic uint64_t remote_frees_without_heap[NCLASSES]; /* frees by threads with no heap */
+/* frees by threads with no heap: every free of such a thread adds here, so
+ * the array has lines of its own (it ends on a line boundary too); placed
+ * by the link next to slab_secret, which every malloc and free reads, it
+ * made a consumer thread's frees slow down its producer's mallocs */
+static _Atomic uint64_t remote_frees_without_heap[NCLASSES] __attribute__((aligned(CACHELINE)));
+_Static_assert(sizeof(remote_frees_without_heap) % CACHELINE == 0, "no other variable on its last line");
 
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
@@ -437,6 +442,7 @@ static struct heap *heap_create(void) {
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
         h->bins[c].refill = 4;
+        h->bins[c].young = class_young_objects(c);
         h->bins[c].allocs = 0;
         h->bins[c].frees = 0;
     }
@@ -493,6 +499,21 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
+    struct bin *young = NULL; /* b's class is young: served from class_young's bin */
+    if (unlikely(b->young)) {
+        young = b;
+        c = class_young[c];
+        b = &h->bins[c];
+        void **p = b->list;
+        if (p) { /* small_alloc_fast on the target's list */
+            b->list = slab_link_next(p);
+            p[1] = NULL;
+            b->list_room++;
+            HEAP_COUNT(b->allocs, 1);
+            young->young--;
+            return p;
+        }
+    }
     run_flush(h); /* before this thread looks for free objects */
     bool carved = false;
     for (;;) {
@@ -568,6 +589,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     p[1] = NULL;
     HEAP_COUNT(b->allocs, 1);
     HEAP_COUNT(h->list_refills, 1);
+    if (young) young->young--;
     return p;
 }
 
@@ -858,6 +880,11 @@ static const struct obj_hooks hooks = {
 uint64_t slab_secret;
 
 void slab_init(void) {
+    /* the heap registry's page (heaps_free, heaps_all, heap_ids; then
+     * arena_map[0]) is first read (heap_create's pop, free(NULL)) and
+     * written only after: a write here makes its first touch one fault,
+     * not a zero-page mapping and then its copy */
+    __atomic_store_n(&heap_ids, 0, __ATOMIC_RELAXED);
     slab_secret = os_random_seed();
     pthread_key_create(&heap_key, heap_thread_exit);
     purge_register(&hooks);

@@ -2,7 +2,8 @@
  * (the test runs itself again with FOLIO_ARENA_MIB=8, so that an arena is
  * smaller than its aligned range): a small and a large block resolve to
  * their span, whose chunk meta is at the address computed from the
- * pointer; the arena's metadata pages, the address just past the arena's
+ * pointer; the arena's head lies in the objmap words of the metadata
+ * pages, none of which reads as a slab page's; the arena's metadata pages, the address just past the arena's
  * reservation (also once something else is mapped there), a huge extent, a
  * stack and a static address, NULL and addresses beyond 48 bits resolve to
  * no span; the huge extent is found in the pagemap instead. */
@@ -54,6 +55,16 @@ int main(int argc, char **argv) {
     for (size_t pg = 0; pg < ARENA_META_PAGES; pg += 16)
         EXPECT(span_lookup(base + (pg << PAGE_SHIFT)) == NULL, "metadata page %zu has a span", pg);
     EXPECT(span_lookup(base + ((size_t)ARENA_META_PAGES << PAGE_SHIFT) - 1) == NULL, "last metadata byte");
+    /* the head is the objmap words of the metadata pages (one page fewer):
+     * none may read as a word of a heap's slab page (OBJMAP_CARVED set),
+     * or free() would take a pointer into the metadata for an object */
+    EXPECT((void *)arena_head_of(base) == (void *)arena_objmap_slot(base), "head not at the objmap's start");
+    EXPECT(arena_head_of(base)->state[0] == CHUNK_IN_ZONE, "the first chunk's state");
+    for (size_t pg = 0; pg < ARENA_META_PAGES; pg++)
+        EXPECT(!(atomic_load(arena_objmap_slot(base + (pg << PAGE_SHIFT))) & OBJMAP_CARVED),
+               "metadata page %zu's objmap word (the head) has the carved bit", pg);
+    uint32_t sw = atomic_load(arena_objmap_slot((uintptr_t)small));
+    EXPECT((sw & OBJMAP_CARVED) && ((sw >> 16) & 0xff) == s->cls, "the small block's objmap word %#x", sw);
 
     /* just past the 8 MiB reservation, inside the aligned range: an arena
      * address without a span, and still none once something is mapped there */
