@@ -513,13 +513,28 @@ static bool chunk_packs_odd(const struct chunk *c) {
     return h == CHUNK_HUGE_ADVISED || h == CHUNK_HUGE_COLLAPSED;
 }
 
+/* A block that realloc will grow, in a heap of at most GROW_ROOM_HEAP_CHUNKS
+ * chunks, takes a free block GROW_ROOM times its size: a small program's
+ * growing buffer (a directory listing, a file read whole) is most of its
+ * heap, and one placed where the next block or the chunk's end stops it
+ * moves again and again, each move leaving its old pages resident.  The
+ * room costs address space only: the pages stay untouched, and chunks of a
+ * heap this small are not backed by huge pages (thp.c).  In a larger heap
+ * the freed blocks around a buffer are what it should grow into: there the
+ * room spread growing buffers over more chunks (alloc/realloc's peak RSS
+ * went up by a quarter). */
+#define GROW_ROOM 4
+#define GROW_ROOM_HEAP_CHUNKS 4
+
 /* packed: an odd size may be carved right after the last one (next fit) in
  * a huge chunk; a block that realloc will grow is not, so the rest of its
  * power-of-two block stays free behind it for zone_resize (lock held) */
 static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
-    unsigned order = order_for(want);
+    unsigned order = order_for(!packed && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && want * GROW_ROOM <= CHUNK_PAGES
+                                   ? want * GROW_ROOM
+                                   : want);
     bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
