@@ -112,9 +112,11 @@ static _Atomic int nr_in_use; /* pagesets high_max is shared among */
 static int forced_cpus;        /* tests: > 0 replaces nr_in_use */
 static long forced_heap;       /* tests: > 0 replaces the zone's pages */
 static _Atomic uint64_t next_decay_ms, next_reclaim_ms;
-/* some pageset's high went above high_min and above GROWN_PAGES: it may
- * then hold more than the 2 MiB backlog a background purger is started for
- * (a small program's caches, below that, never start one) */
+/* some pageset held more than GROWN_PAGES after a free: the 2 MiB backlog
+ * a background purger is started for, which its decay then shrinks (a
+ * small program's caches, below that, never start one; a high that grew
+ * past it while the pageset held a few dozen pages started a purger, a
+ * thread and its first faults, in short programs such as git status) */
 static _Atomic int pcp_grown;
 #define GROWN_PAGES 512
 
@@ -122,8 +124,6 @@ static _Atomic int pcp_grown;
 
 static void set_high(struct pageset *ps, long high) {
     ps->high = high;
-    if (high > ps->high_min && high > GROWN_PAGES && !atomic_load_explicit(&pcp_grown, memory_order_relaxed))
-        atomic_store_explicit(&pcp_grown, 1, memory_order_relaxed);
     if (high < ps->high_lowest) ps->high_lowest = high;
     if (high > ps->high_highest) ps->high_highest = high;
 }
@@ -480,6 +480,8 @@ static struct span *exact_pop_next(struct pageset *ps) {
  * (free_frozen_page_commit). */
 static void after_free(struct pageset *ps, unsigned o, long pages, int pressure) {
     note_use(ps);
+    if (ps->count > GROWN_PAGES && !atomic_load_explicit(&pcp_grown, memory_order_relaxed))
+        atomic_store_explicit(&pcp_grown, 1, memory_order_relaxed);
     ps->alloc_factor >>= 1;
     bool free_high = false;
     if (o >= 1 && o <= PCP_COSTLY_ORDER) {
