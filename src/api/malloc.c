@@ -152,6 +152,20 @@ __attribute__((noinline)) static void free_mapped_slow(void *p, int r) {
     else api_small_free_slow(s, p, r == 1);
 }
 
+/* The large block s (at p) is freed: kept by this thread, else to the page
+ * heap; merged: straight to the buddy lists (large_free_merged). */
+static void large_block_free(struct span *s, void *p, bool merged) {
+    heap_count_large(0, 0, 1, -(uint64_t)s->npages); /* s belongs to the page heap once freed */
+    if (merged) {
+        large_free_merged(s, p);
+    } else {
+        large_unmap(s, p);
+        if (heap_big_put(s)) return; /* kept by this thread: no page heap, no tick */
+        page_free(s);
+    }
+    api_tick();
+}
+
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
  * Not inlined into free, and not marked noreturn, so that free calls it
  * with a jump and needs no stack frame of its own. */
@@ -163,15 +177,9 @@ __attribute__((noinline)) static void free_other(void *p, struct span *looked_up
     case SMALL: /* free() found that another heap (or none) owns the slab */
         slab_remote_free(s, p);
         return;
-    case LARGE: {
-        uint64_t pages = s->npages; /* s belongs to the page heap once freed */
-        large_unmap(s, p);
-        heap_count_large(0, 0, 1, -pages);
-        if (heap_big_put(s)) return; /* kept by this thread: no page heap, no tick */
-        page_free(s);
-        api_tick();
+    case LARGE:
+        large_block_free(s, p, false);
         return;
-    }
     case HUGE:
         huge_free(h, p);
         api_tick();
@@ -288,13 +296,8 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     void *q = grow ? large_block(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
-    if (grow && large) { /* the block a growing realloc leaves: see large_free_merged */
-        heap_count_large(0, 0, 1, -(uint64_t)large->npages);
-        large_free_merged(large, p);
-        api_tick();
-        return q;
-    }
-    API(free)(p);
+    if (grow && large) large_block_free(large, p, true); /* the block a growing realloc leaves */
+    else API(free)(p);
     return q;
 }
 

@@ -330,6 +330,15 @@ static inline void *slab_link_next(const void *obj) {
  * empty: both calls (miss, and a bad link's fault) are in tail position,
  * so malloc keeps nothing across them and needs no stack frame.  No slab
  * is read: the object was counted used when it joined the list. */
+/* p, the head of b's list, whose successor is next, leaves it allocated */
+static inline void *bin_pop(struct bin *b, void **p, void *next) {
+    b->list = next;
+    __builtin_prefetch(next, 1); /* the next pop reads its link: start the miss now */
+    p[1] = NULL;
+    b->list_room++;
+    HEAP_COUNT(b->allocs, 1);
+    return p;
+}
 static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[class_of_small[(n + 15) >> 4]];
@@ -338,12 +347,7 @@ static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     if (unlikely(p == NULL)) return miss(n);
     uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
     if (!slab_link_stays(d, p)) return slab_link_fault(p);
-    b->list = (void *)(d ^ (uintptr_t)p);
-    __builtin_prefetch(b->list, 1); /* the next pop reads its link: start the miss now */
-    p[1] = NULL;
-    b->list_room++;
-    HEAP_COUNT(b->allocs, 1);
-    return p;
+    return bin_pop(b, p, (void *)(d ^ (uintptr_t)p));
 }
 
 /* off, an offset below 2^32, is a whole number of s's objects: with

@@ -53,8 +53,8 @@ static lf_stack abandoned[NCLASSES];
  * slabs come from elsewhere.  A slab goes back to its own class first, then
  * to the nearest class of its size: a slab's resident pages are what its
  * classes' peaks touched, so one that moved between classes would end up
- * resident whole while each class uses a part.  The purger purges and gives back the ones no thread took within a
- * quarter of the delay. */
+ * resident whole while each class uses a part.  The purger purges and
+ * gives back the ones no thread took within a quarter of the delay. */
 static lf_stack spare[NCLASSES];
 static _Atomic size_t spare_pages;
 
@@ -505,13 +505,9 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         c = class_young[c];
         b = &h->bins[c];
         void **p = b->list;
-        if (p) { /* small_alloc_fast on the target's list */
-            b->list = slab_link_next(p);
-            p[1] = NULL;
-            b->list_room++;
-            HEAP_COUNT(b->allocs, 1);
+        if (p) { /* the target's list, as small_alloc_fast pops it */
             young->young--;
-            return p;
+            return bin_pop(b, p, slab_link_next(p));
         }
     }
     run_flush(h); /* before this thread looks for free objects */

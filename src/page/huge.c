@@ -320,10 +320,10 @@ static void region_join(struct shard *s, struct huge *n) {
 /* A new region of at least map bytes, all FREE, as large as all shards'
  * regions together: a shard reserves only once no shard has a fit (take_any),
  * so the process has run out, and doubling the process's reservation keeps
- * the mappings few and early while the heap grows.  (Sized from the shard's
- * own, a second CPU's shard grew by 256 MiB, 256, 512, ... after the first
- * had reserved gigabytes: mappings late in a warm-up or after it, issue 15;
- * test_huge_regions.) */
+ * the mappings few and early while the heap grows (sized from the shard's
+ * own, a second CPU's shard reserved again and again, small, after the
+ * first had reserved gigabytes: mappings in a steady state;
+ * test_huge_regions). */
 static bool region_add(struct shard *s, size_t map, size_t align) {
     size_t total = 0;
     for (struct shard *o = shards; o < shards + HUGE_SHARDS; o++) total += __atomic_load_n(&o->st.reserved, __ATOMIC_RELAXED);

@@ -520,9 +520,9 @@ static bool chunk_packs_odd(const struct chunk *c) {
  * moves again and again, each move leaving its old pages resident.  The
  * room costs address space only: the pages stay untouched, and chunks of a
  * heap this small are not backed by huge pages (thp.c).  In a larger heap
- * the freed blocks around a buffer are what it should grow into: there the
- * room spread growing buffers over more chunks (alloc/realloc's peak RSS
- * went up by a quarter). */
+ * the freed blocks around a buffer are what it should grow into, and the
+ * room would spread growing buffers over more chunks (docs/notes/
+ * startup.md, session 11). */
 #define GROW_ROOM 4
 #define GROW_ROOM_HEAP_CHUNKS 4
 
