@@ -28,6 +28,7 @@
  *    would otherwise keep a megabyte it never takes back). */
 #include "obj.h"
 
+static void heap_big_return(struct heap *h);
 static long big_max_pages(void) { return (long)(opt.heap_big_cache_kib >> (PAGE_SHIFT - 10)); }
 
 #define SMALL_HEAP_PAGES (4 * CHUNK_PAGES) /* 8 MiB: small programs, below any huge-page rule */
@@ -35,7 +36,15 @@ static bool small_heap(void) { return zone_managed_pages() <= SMALL_HEAP_PAGES; 
 
 struct span *heap_big_get(size_t npages) {
     struct heap *h = heap_current();
-    if (!h || npages > BIG_CACHE_PAGES) return NULL;
+    if (!h) return NULL;
+    if (h->big_pages && !small_heap() && !zone_large_fits_hint(npages)) {
+        /* the page heap would start a chunk for this block while the kept
+         * ones sit between free pages they could merge with: they go back
+         * to the buddy lists first (the kernel drains its per-CPU lists
+         * before it gives up on a high-order block) */
+        heap_big_return(h);
+    }
+    if (npages > BIG_CACHE_PAGES) return NULL;
     /* a kept block up to 1/8 larger serves too (its tail is the slack a
      * large block may have anyway), so a mix of sizes still hits */
     size_t last = npages + npages / 8;
@@ -80,6 +89,20 @@ bool heap_big_put(struct span *s) {
     h->big[s->npages] = s;
     h->big_pages += s->npages;
     return true;
+}
+
+/* every kept block to the buddy lists, in one zone lock hold */
+static void heap_big_return(struct heap *h) {
+    struct span *list = NULL;
+    for (unsigned n = 1; n <= BIG_CACHE_PAGES && h->big_pages; n++)
+        while (h->big[n]) {
+            struct span *s = h->big[n];
+            h->big[n] = s->next;
+            h->big_pages -= n;
+            s->next = list;
+            list = s;
+        }
+    zone_free_bulk(list);
 }
 
 void heap_big_drain(struct heap *h, long keep_pages) {

@@ -38,6 +38,9 @@ size_t zone_managed_pages(void);
 size_t zone_resident_estimate(void);
 bool zone_resize(struct span *s, size_t npages);
 void zone_free_bulk(struct span *list);
+/* unlocked hint: a large span of npages would be carved from a partly used
+ * large chunk (false: it would take a whole free chunk or grow the heap) */
+bool zone_large_fits_hint(size_t npages);
 /* the depot (zone.c): a pageset's refill of npages-page spans, and its
  * overflow, each in one lock hold */
 long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct span **list);

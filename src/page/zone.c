@@ -59,6 +59,7 @@ static FORK_STATE struct zone {
     uint32_t odd_next;
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
+    _Atomic uint32_t large_orders;
 } zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
@@ -145,8 +146,27 @@ static void free_add(struct chunk *c, long n) {
     *chunk_free(c) = (uint16_t)(*chunk_free(c) + n);
 }
 
-static void list_add(struct span *d) { span_list_push(list_head(d), d); }
-static void list_del(struct span *d) { span_list_remove(list_head(d), d); }
+/* large_orders: bit k set while free_head[CHUNK_LARGE][k] is not empty
+ * (k < MAX_ORDER), written under the lock when a list empties or fills, so
+ * that an allocation can ask without the lock whether a large span would
+ * fit in a partly used chunk (zone_large_fits_hint) */
+static void large_orders_note(struct span **head) {
+    size_t k = (size_t)(head - &zone.free_head[CHUNK_LARGE][0]);
+    if (k >= MAX_ORDER) return;
+    uint32_t m = atomic_load_explicit(&zone.large_orders, memory_order_relaxed);
+    uint32_t v = *head ? m | 1u << k : m & ~(1u << k);
+    if (v != m) atomic_store_explicit(&zone.large_orders, v, memory_order_relaxed);
+}
+static void list_add(struct span *d) {
+    struct span **head = list_head(d);
+    span_list_push(head, d);
+    if (!d->next) large_orders_note(head);
+}
+static void list_del(struct span *d) {
+    struct span **head = list_head(d);
+    span_list_remove(head, d);
+    if (!*head) large_orders_note(head);
+}
 /* Set while the depot's expired spans go to the buddy lists (lock held):
  * a block freed before this (expired: the span did not merge with a
  * buddy freed since) goes to the head of the dirty list, where this pass
@@ -513,6 +533,34 @@ static bool chunk_packs_odd(const struct chunk *c) {
     return h == CHUNK_HUGE_ADVISED || h == CHUNK_HUGE_COLLAPSED;
 }
 
+/* A large span whose order has no free block in the large chunks would
+ * split a whole free chunk or grow the heap, while runs of smaller free
+ * blocks lie side by side in chunks already used: the buddy system merges
+ * only aligned buddies, so after random sizes come and go the free pages
+ * of a large chunk are rarely an aligned block of a high order.  The first
+ * run of n free pages that starts at a free block of the orders just below
+ * serves it (at most RUN_SEARCH_BLOCKS looked at; lock held, descriptors
+ * reserved), as a best-fit heap's would. */
+#define RUN_SEARCH_BLOCKS 32
+#define RUN_SEARCH_ORDERS 4
+static struct span *run_search(unsigned order, uint32_t n) {
+    int budget = RUN_SEARCH_BLOCKS;
+    for (unsigned k = order; k-- > 0 && k + RUN_SEARCH_ORDERS >= order && budget > 0;)
+        for (struct span *b = zone.free_head[CHUNK_LARGE][k]; b && budget-- > 0; b = b->next) {
+            struct span *d = run_take(b->chunk, b->page_idx, n);
+            if (d) return d;
+        }
+    return NULL;
+}
+/* whether a large chunk has a free block of order or more (lock held; or
+ * unlocked, as a hint) */
+static bool large_order_free(unsigned order) {
+    return order < MAX_ORDER && atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> order;
+}
+bool zone_large_fits_hint(size_t npages) {
+    return npages <= (1u << PCP_MAX_ORDER) || large_order_free(order_for(npages));
+}
+
 /* A block that realloc will grow, in a heap of at most GROW_ROOM_HEAP_CHUNKS
  * chunks, takes a free block GROW_ROOM times its size: a small program's
  * growing buffer (a directory listing, a file read whole) is most of its
@@ -540,6 +588,8 @@ static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool pa
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         if (odd && zone.odd_chunk && chunk_packs_odd(zone.odd_chunk))
             d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (!d && packed && order > PCP_MAX_ORDER && align_pages <= 1 && !large_order_free(order))
+            d = run_search(order, (uint32_t)npages);
         if (!d) d = block_take(order);
     }
     if (d && odd && chunk_packs_odd(d->chunk)) {
@@ -1160,6 +1210,8 @@ void zone_unlock_all(bool child) {
  * number of violations (0 = consistent).  For tests and debugging. */
 static size_t check_locked(void) {
     size_t bad = 0, pages = 0, dirty = 0;
+    for (unsigned k = 0; k < MAX_ORDER; k++)
+        bad += !(atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> k & 1) != !zone.free_head[CHUNK_LARGE][k];
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
         for (unsigned t = 0; t < 2; t++)
         for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
