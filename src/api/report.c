@@ -148,6 +148,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "heap_slab_cache_raises", s.hc.slab_cache_raises);
     kv(&b, "heap_slab_cache_high_peak", s.hc.slab_cache_high_peak);
     kv(&b, "heap_big_cache_hits", s.hc.big_cache_hits);
+    kv(&b, "heap_big_cache_returns", s.hc.big_cache_returns);
     kv(&b, "heap_list_refills", s.hc.list_refills);
     kv(&b, "heap_list_flushes", s.hc.list_flushes);
     kv(&b, "heap_list_flushed", s.hc.list_flushed);

@@ -43,6 +43,7 @@ struct span *heap_big_get(size_t npages) {
          * to the buddy lists first (the kernel drains its per-CPU lists
          * before it gives up on a high-order block) */
         heap_big_return(h);
+        HEAP_COUNT(h->big_cache_returns, 1);
     }
     if (npages > BIG_CACHE_PAGES) return NULL;
     /* a kept block up to 1/8 larger serves too (its tail is the slack a

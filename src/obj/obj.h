@@ -109,6 +109,7 @@ struct heap_counts {
     uint64_t slab_cache_raises; /* times a cache's high grew to hold a burst */
     uint64_t slab_cache_high_peak; /* the highest high any thread's cache reached */
     uint64_t big_cache_hits;   /* large blocks served from a thread's own cache */
+    uint64_t big_cache_returns; /* caches emptied to the buddy lists before a large block that would start a chunk */
     uint64_t list_refills;     /* bin lists refilled from a slab (its free list, or a batch just carved) */
     uint64_t list_flushes, list_flushed; /* bin lists past their bound, and objects they gave back */
     uint64_t remote_batches;   /* atomic pushes of other threads' objects (a run of one slab each) */
@@ -200,7 +201,7 @@ struct heap {
     struct cache_high big_high;
     long big_pages;
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
-    uint64_t big_cache_hits;
+    uint64_t big_cache_hits, big_cache_returns;
     uint64_t list_refills, list_flushes, list_flushed, remote_batches;
     /* each bin list's high: a refill that follows a flush of
      * the list past its high raises it by what was flushed, a purge delay

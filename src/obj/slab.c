@@ -462,7 +462,7 @@ static struct heap *heap_create(void) {
     h->big_pages = 0;
     h->big_given_sizes = 0;
     cache_high_init(&h->big_high, 0);
-    h->big_cache_hits = 0;
+    h->big_cache_hits = h->big_cache_returns = 0;
     h->empty_decay_at = 0;
     /* heap_counts reads a heap's counters once it sees it live */
     __atomic_store_n(&h->live, true, __ATOMIC_RELEASE);
@@ -806,7 +806,8 @@ static void heap_abandon(struct heap *h) {
     dead_counts.slab_cache_hits += h->slab_cache_hits;
     dead_counts.slab_cache_raises += h->slab_cache_raises;
     dead_counts.big_cache_hits += h->big_cache_hits;
-    h->big_cache_hits = 0;
+    dead_counts.big_cache_returns += h->big_cache_returns;
+    h->big_cache_hits = h->big_cache_returns = 0;
     dead_counts.list_refills += h->list_refills;
     dead_counts.list_flushes += h->list_flushes;
     dead_counts.list_flushed += h->list_flushed;
@@ -920,6 +921,7 @@ void heap_counts(struct heap_counts *hc) {
         hc->slab_cache_hits += __atomic_load_n(&h->slab_cache_hits, __ATOMIC_RELAXED);
         hc->slab_cache_raises += __atomic_load_n(&h->slab_cache_raises, __ATOMIC_RELAXED);
         hc->big_cache_hits += __atomic_load_n(&h->big_cache_hits, __ATOMIC_RELAXED);
+        hc->big_cache_returns += __atomic_load_n(&h->big_cache_returns, __ATOMIC_RELAXED);
         hc->list_refills += __atomic_load_n(&h->list_refills, __ATOMIC_RELAXED);
         hc->list_flushes += __atomic_load_n(&h->list_flushes, __ATOMIC_RELAXED);
         hc->list_flushed += __atomic_load_n(&h->list_flushed, __ATOMIC_RELAXED);
