@@ -289,7 +289,8 @@ static inline void lock_reset(lock_t *l) {
     X(heap_big_cache_kib, "FOLIO_HEAP_BIG_CACHE_KIB", 1024,                                    \
       "KiB of freed blocks of 32-256 KiB a thread may keep for its next ones of the same page "  \
       "count: its high starts at 0, grows by what it gave the page heap and took back, and "     \
-      "halves each purge delay without a miss; 0: none")                                          \
+      "halves each purge delay without a miss; all of it goes back to the buddy lists when "   \
+      "the thread's next large block would start a chunk; 0: none")                              \
     X(heap_list_kib, "FOLIO_HEAP_LIST_KIB", 1024,                                              \
       "most KiB of freed objects per size class a thread keeps on its own list for its next "  \
       "mallocs: the list's high starts at a slab's worth, grows by what it gave back and "     \
