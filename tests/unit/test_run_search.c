@@ -6,7 +6,9 @@
  * 384).  A span of 200 pages (order 8) then has no aligned block anywhere
  * in the large chunks: it must start at page 128 of that chunk, and the zone
  * must not grow.  Before run_search it took a whole free chunk.  The hint
- * that the big-block caches read (zone_large_fits_hint) must agree. */
+ * that the big-block caches read (zone_large_fits_hint) must agree.  A
+ * block that realloc will grow takes such a run only when a quarter of its
+ * size stays free behind it. */
 #include <stdio.h>
 
 #include "api_layer.h"
@@ -39,6 +41,20 @@ int main(void) {
     EXPECT(zone_check() == 0, "zone inconsistent after the run was taken");
     EXPECT(zone_large_fits_hint(56), "the run's tail (56 pages) is free, the hint says no");
     zone_free_span(r);
+    EXPECT(zone_check() == 0, "zone inconsistent after the run was freed");
+
+    /* a block realloc will grow takes the run only with a quarter of itself
+     * free behind it: 200 pages (250 needed) there, and it grows in place */
+    struct span *g = zone_alloc_growable(200, 1);
+    EXPECT(g && g->chunk == q[0]->chunk && g->page_idx == 128,
+           "a growable block of 200 pages did not take the run of 256 at page 128");
+    EXPECT(zone_resize(g, 250), "the growable block could not grow in place to 250 pages");
+    zone_free_span(g);
+    /* 220 pages (275 needed): not in the run of 256 */
+    g = zone_alloc_growable(220, 1);
+    EXPECT(g && !(g->chunk == q[0]->chunk && g->page_idx == 128),
+           "a growable block of 220 pages took a run with 36 pages free behind it");
+    zone_free_span(g);
     zone_free_span(q[0]);
     zone_free_span(q[3]);
     EXPECT(zone_check() == 0, "zone inconsistent at the end");
