@@ -511,10 +511,10 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
-    struct bin *young = NULL; /* b's class is young: served from class_young's bin */
+    struct bin *young = NULL; /* b's class is young: served from its young target's bin */
     if (unlikely(b->young)) {
         young = b;
-        c = class_young[c];
+        c = classes[c].young;
         b = &h->bins[c];
         void **p = b->list;
         if (p) { /* the target's list, as small_alloc_fast pops it */
@@ -591,7 +591,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         s->free = NULL;
     }
     slab_set_used(s, used + nfree);
-    cache_high_raise(&h->list_high[c], classes[c].list_max); /* grows if it flushed and runs dry again */
+    cache_high_raise(&h->list_high[c], class_list_max[c]); /* grows if it flushed and runs dry again */
     b->list = slab_link_next(p);
     b->list_room = (int32_t)list_high(h, b) - (int32_t)(nfree - 1);
     p[1] = NULL;
@@ -1070,7 +1070,7 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
     size_t bad = 0;
     long high = h->list_high[c].high;
-    if (b->list_room > high || high < classes[c].capacity || high > classes[c].list_max) return 1;
+    if (b->list_room > high || high < classes[c].capacity || high > class_list_max[c]) return 1;
     uint32_t want = list_len(h, b), n = 0;
     for (const void *p = b->list; p;) {
         if (++n > want) return bad + 1; /* longer than counted, or a cycle */
