@@ -1,13 +1,22 @@
-/* test_slab_recycle: a slab recycled for another class is carved only on the
- * pages its earlier classes wrote; past them, as a slab fresh from the
- * kernel, up to the end of the pages its first object covers.
+/* test_slab_recycle: a slab's pages that nothing wrote yet stay untouched
+ * while other memory of its class can serve.
  *
- * A thread writes a few 16-byte objects (its slab of 8 pages is written on
- * its first page only), frees them and exits: its empty slab is spared.  The
- * main thread's first object of 3 KiB (a class of 8-page slabs too) comes
- * from that slab.  Of the slab's 8 pages at most 2 may then be resident:
- * carving 8 objects of 3 KiB for the recycled slab, as for resident pages,
- * would write 6. */
+ * 1. A slab recycled for another class is carved only on the pages its
+ *    earlier classes wrote; past them, as a slab fresh from the kernel, up
+ *    to the end of the pages its first object covers.  A thread writes a
+ *    few 16-byte objects (its slab of 8 pages is written on its first page
+ *    only), frees them and exits: its empty slab is spared.  The main
+ *    thread's first object of 3 KiB (a class of 8-page slabs too) comes from
+ *    that slab.  Of the slab's 8 pages at most 2 may then be resident:
+ *    carving 8 objects of 3 KiB for the recycled slab, as for resident
+ *    pages, would write 6.
+ * 2. A current slab whose bump pointer reached pages nothing wrote waits
+ *    while another slab of its class has free objects.  128 objects of
+ *    256 B fill a slab (A), the 129th starts the next (B, its first page
+ *    carved); A's objects are freed (the thread's list keeps some, the rest
+ *    go back to A) and 128 are allocated again: A's and B's first page serve
+ *    them all, and B's other pages stay untouched (carving B before taking
+ *    A's free objects would write its second page). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -67,6 +76,39 @@ int main(void)
           (void *)slab, (void *)first_page);
     CHECK(resident <= 2, "%d pages of a recycled slab resident for one 3 KiB object", resident);
     free(q);
+
+    enum { N = 128 };
+    static char *a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = malloc(256);
+        CHECK(a[i] != NULL, "malloc(256)");
+        memset(a[i], 2, 256);
+    }
+    CHECK(malloc_usable_size(a[0]) == 256, "malloc(256): usable %zu", malloc_usable_size(a[0]));
+    char *b = malloc(256); /* the first object of the next slab */
+    CHECK(b != NULL, "malloc(256)");
+    memset(b, 3, 256);
+    CHECK((uintptr_t)b % PAGE == 0 && (b < a[0] || b >= a[N - 1] + 256),
+          "the 129th object %p does not start a new slab (first %p, last %p)", (void *)b, (void *)a[0],
+          (void *)a[N - 1]);
+    for (int i = 0; i < N; i++)
+        free(OPAQUE(a[i]));
+    for (int i = 0; i < N; i++) {
+        a[i] = malloc(256);
+        CHECK(a[i] != NULL, "malloc(256)");
+        memset(a[i], 4, 256);
+    }
+    CHECK(mincore(b, SLAB_PAGES * PAGE, vec) == 0, "mincore");
+    resident = 0;
+    for (int i = 1; i < SLAB_PAGES; i++)
+        resident += vec[i] & 1;
+    printf("after 128 objects freed and 128 allocated: %d of the new slab's pages 2..%d resident\n",
+           resident, SLAB_PAGES);
+    CHECK(resident == 0, "%d pages of a slab carved while another slab of its class had free objects",
+          resident);
+    for (int i = 0; i < N; i++)
+        free(a[i]);
+    free(b);
     return 0;
 }
 #endif
