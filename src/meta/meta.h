@@ -51,6 +51,8 @@ struct span {
     struct span *next, *prev;
     struct chunk *chunk;
     uint32_t page_idx;
+    uint32_t touched;   /* slab: pages from start that its objects may have been written on,
+                         * over every class it served since it came from the page heap */
     struct span *dnext, *dprev; /* zone: dirty blocks in free order */
     uint64_t freed_at;
 };

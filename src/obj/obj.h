@@ -51,30 +51,35 @@
 #include "page.h"
 
 /* ---------------------------------------------------------------- size classes */
+/* The tables below are constants (sizeclass.c), in the library's read-only
+ * pages: no page of a process's own is written for them at start. */
 /* (n + 15) >> 4 -> class, n <= SMALL_MAX: malloc's fast path finds its bin
  * with one load and no branch on the size (2 KiB; a program touches the
  * lines of the sizes it uses) */
-extern INTERNAL uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
+extern INTERNAL const uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
 struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
     uint32_t area;      /* capacity * size: the objects' part of a slab (the rest is slack) */
     uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
-    uint32_t list_max;  /* a bin list's highest high: FOLIO_HEAP_LIST_KIB of objects (its lowest: capacity) */
+    /* the class's young target: the class whose slabs serve a thread's
+     * first objects of it (bin.young), the next power of two up to 2 KiB
+     * (sizes that are powers of two, and classes from 2 KiB on, their own):
+     * a program that uses many classes a little fills a few pages, not one
+     * page per class */
+    uint32_t young;
     uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
 };
-extern INTERNAL struct class_info classes[NCLASSES];
-/* A class's young target: the class whose slabs serve a thread's first
- * objects of it (bin.young), the next power of two up to 2 KiB (sizes that
- * are powers of two, and classes from 2 KiB on, their own): a program that
- * uses many classes a little fills a few pages, not one page per class. */
-extern INTERNAL uint8_t class_young[NCLASSES];
+extern INTERNAL const struct class_info classes[NCLASSES];
+/* a bin list's highest high, per class: FOLIO_HEAP_LIST_KIB of objects
+ * (its lowest: capacity); set by classes_init */
+extern INTERNAL uint32_t class_list_max[NCLASSES];
 /* a new heap's bin.young: FOLIO_HEAP_YOUNG_BYTES of class c, rounded up to
  * whole objects (0: c is its own target).  Inline: heap_create's start-up
  * code shares its text page. */
 static inline uint32_t class_young_objects(unsigned c) {
-    if (class_young[c] == c || opt.heap_young_bytes <= 0) return 0;
+    if (classes[c].young == c || opt.heap_young_bytes <= 0) return 0;
     uint64_t n = ((uint64_t)opt.heap_young_bytes + classes[c].size - 1) / classes[c].size;
     return n > classes[c].capacity ? classes[c].capacity : (uint32_t)n;
 }
@@ -173,7 +178,7 @@ struct bin {
     uint32_t refill;      /* objects the next refill moves: doubles per refill, from 4 up to
                            * the class's list_batch (a thread that uses a class little holds
                            * little of it) */
-    uint32_t young;       /* objects of this class the slow path still serves from class_young's
+    uint32_t young;       /* objects of this class the slow path still serves from its young target's
                            * bin (its list stays empty meanwhile, so each such malloc misses);
                            * 0 from then on: only slow paths read it */
 } __attribute__((aligned(CACHELINE)));

@@ -101,6 +101,12 @@ static void objmap_carve(const struct span *s, const char *from) {
  * free objects meanwhile, and a slab with objects in use is not empty
  * whatever the list's length), so no path walks a list of cold objects. */
 static uint32_t collect_list(struct span *s, uintptr_t tf);
+/* s's bump pointer is about to start over: the pages it reached count as
+ * written (s->touched, which extend() reads) */
+static void slab_note_written(struct span *s) {
+    uint32_t reached = (uint32_t)(((size_t)(s->bump - s->start) + PAGE_SIZE - 1) >> PAGE_SHIFT);
+    if (reached > s->touched) s->touched = reached;
+}
 /* inline: most calls find no list (one load) */
 static inline uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
@@ -119,6 +125,7 @@ static uint32_t collect_list(struct span *s, uintptr_t tf) {
         s->free = head;
     } else { /* n == used: nothing of s is in use */
         s->free = NULL;
+        slab_note_written(s);
         s->bump = s->start;
         objmap_set(s, atomic_load_explicit(&s->owner, memory_order_relaxed));
     }
@@ -293,26 +300,26 @@ static void unfull(struct bin *b, struct span *s) {
                                             memory_order_relaxed);
 }
 
-/* A slab whose pages were not resident when it was made (fresh from the
- * kernel, or purged): extend() touches no page before an object on it is
- * handed out. */
-#define SLAB_FRESH 0x8u
-
 /* Carve never-used objects onto s->free: every object that starts below a
  * page boundary, so that the bump pointer never has a carved object on its
- * page (the objmap marks whole pages carved).  On a fresh slab, up to the
+ * page (the objmap marks whole pages carved).  Past the pages the slab may
+ * have written (s->touched: none for a slab fresh from the kernel or
+ * purged; for a recycled one, what its bump pointers reached), up to the
  * end of the pages the first of them covers, which its owner is about to
  * write anyway: a page fault costs more than the slow path that the classes
- * of 4 KiB and up then take per object.  Elsewhere (resident pages) at
+ * of 4 KiB and up then take per object.  Below that (resident pages) at
  * least a page's worth and 8, so that those classes do not take the slow
- * path on every allocation. */
+ * path on every allocation, but never past the written pages. */
 static void extend(struct span *s) {
     size_t size = s->obj_size;
     char *p = s->bump;
     size_t left = (size_t)(s->bump_end - p) / size, k;
-    size_t least = (s->flags & SLAB_FRESH) ? 1 : PAGE_SIZE / size < 8 ? 8 : PAGE_SIZE / size;
+    uintptr_t written = (uintptr_t)s->start + ((size_t)s->touched << PAGE_SHIFT);
+    bool fresh = (uintptr_t)p >= written;
+    size_t least = fresh ? 1 : PAGE_SIZE / size < 8 ? 8 : PAGE_SIZE / size;
     /* the page boundary at or after the end of the least'th object */
     uintptr_t boundary = ((uintptr_t)p + least * size + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
+    if (!fresh && boundary > written) boundary = written; /* page-aligned, above p */
     k = (boundary - (uintptr_t)p - 1) / size + 1;
     if (k > left) k = left;
     /* each carved object carries its free tag (its link's line): a free of
@@ -357,6 +364,11 @@ static struct span *slab_new(struct heap *h, unsigned c) {
         s = page_alloc(ci->pages, 1);
         if (!s) return NULL;
     }
+    /* the pages written so far: a recycled slab's bump pointer (of the
+     * class it served last) reached at most its touched pages; a slab from
+     * the page heap is written whole unless its pages are known zero */
+    if (mapped) slab_note_written(s);
+    else s->touched = (s->flags & SPAN_ZEROED) ? 0 : s->npages;
     s->cls = (uint8_t)c;
     s->obj_size = ci->size;
     s->obj_inv = ci->inv;
@@ -366,7 +378,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     slab_set_used(s, 0);
     s->bump = s->start;
     s->bump_end = s->start + (size_t)ci->capacity * ci->size;
-    s->flags = !mapped && (s->flags & SPAN_ZEROED) ? SLAB_FRESH : 0;
+    s->flags = 0;
     s->next = s->prev = NULL;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
@@ -375,9 +387,9 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     /* a class that filled a slab fills this one too: fault it in at once */
-    if ((s->flags & SLAB_FRESH) && h->bins[c].full &&
+    if (!mapped && s->touched == 0 && h->bins[c].full &&
         thp_populate(s->start, (size_t)s->npages << PAGE_SHIFT, zone_chunk_huge(s)))
-        s->flags = 0;
+        s->touched = s->npages;
     return s;
 }
 
@@ -488,6 +500,9 @@ static inline void debug_check_slab(struct heap *h, unsigned c, struct span *s) 
 }
 #endif
 
+#ifndef SWAP
+#define SWAP 1
+#endif
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     struct heap *h = heap_current();
     if (!h && !(h = heap_create())) {
@@ -499,10 +514,10 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
-    struct bin *young = NULL; /* b's class is young: served from class_young's bin */
+    struct bin *young = NULL; /* b's class is young: served from its young target's bin */
     if (unlikely(b->young)) {
         young = b;
-        c = class_young[c];
+        c = classes[c].young;
         b = &h->bins[c];
         void **p = b->list;
         if (p) { /* the target's list, as small_alloc_fast pops it */
@@ -517,6 +532,19 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         if (s != &span_empty) {
             if (s->free || collect(s)) break;
             if (s->bump < s->bump_end) {
+                /* another slab's free objects before a page of this one
+                 * that nothing wrote yet: s (in use, so it cannot empty
+                 * unseen) waits on the partial list with its bump area */
+                struct span *p = b->partial;
+                if (SWAP && p && p->free && slab_used(s) != 0 &&
+                    (uintptr_t)s->bump >= (uintptr_t)s->start + ((size_t)s->touched << PAGE_SHIFT)) {
+                    span_list_remove(&b->partial, p);
+                    slab_set_slow_used(s, 0); /* no longer current */
+                    span_list_push(&b->partial, s);
+                    slab_set_slow_used(p, -1); /* current */
+                    b->cur = p;
+                    continue;
+                }
                 extend(s);
                 carved = true;
                 break;
@@ -579,7 +607,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         s->free = NULL;
     }
     slab_set_used(s, used + nfree);
-    cache_high_raise(&h->list_high[c], classes[c].list_max); /* grows if it flushed and runs dry again */
+    cache_high_raise(&h->list_high[c], class_list_max[c]); /* grows if it flushed and runs dry again */
     b->list = slab_link_next(p);
     b->list_room = (int32_t)list_high(h, b) - (int32_t)(nfree - 1);
     p[1] = NULL;
@@ -1060,7 +1088,7 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
     size_t bad = 0;
     long high = h->list_high[c].high;
-    if (b->list_room > high || high < classes[c].capacity || high > classes[c].list_max) return 1;
+    if (b->list_room > high || high < classes[c].capacity || high > class_list_max[c]) return 1;
     uint32_t want = list_len(h, b), n = 0;
     for (const void *p = b->list; p;) {
         if (++n > want) return bad + 1; /* longer than counted, or a cycle */

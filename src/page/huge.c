@@ -847,7 +847,10 @@ size_t huge_dirty_bytes(void) {
 
 void huge_stats(struct huge_stats *st) {
     memset(st, 0, sizeof *st);
-    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+    /* no shard reserved yet: every shard's figures are zero (a slot is hit
+     * only after a huge block was freed), and their pages are left unread */
+    bool any = atomic_load_explicit(&shards_in_use, memory_order_relaxed) != 0;
+    for (struct shard *s = shards; any && s < shards + HUGE_SHARDS; s++) {
         st->cache_hits += atomic_load_explicit(&s->slot_hits, memory_order_relaxed); /* any shard's CPU */
         if (!__atomic_load_n(&s->st.reserved, __ATOMIC_RELAXED)) continue;
         lock_acquire(&s->lock);

@@ -281,6 +281,11 @@ static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
     head->state[chunk_index(c)] = CHUNK_IN_ZONE;
     head->type[chunk_index(c)] = CHUNK_SMALL;
     zone.st.chunks++;
+    /* the chunk's table page is written before block_insert reads a
+     * buddy's slot on it: one fault for it, not a read of the zero page and
+     * then its copy (the slot is NULL: no block of the chunk exists yet,
+     * and range_insert sets it) */
+    set_head(c, first, NULL);
     range_insert(c, first, CHUNK_PAGES - first, zeroed, freed_at, NULL);
 }
 
@@ -715,13 +720,21 @@ static _Atomic uint64_t depot_pages_total;
  * peak RSS +12%) gives it to the buddy lists as before. */
 static _Atomic uint16_t depot_credit[CHUNK_PAGES];
 static _Atomic uint64_t depot_askers[CHUNK_PAGES];
+/* true while a credit or an asker may be nonzero: until then asks_decay
+ * reads neither array (the zero page of .bss, then its copy at the first
+ * ask: two faults for one page) */
+static _Atomic bool depot_asked;
 
 static uint64_t asker_bit(int cpu) { return 1ull << ((unsigned)cpu % 64); }
 static void note_ask(int cpu, uint32_t npages, long n) {
+    bool first = !atomic_load_explicit(&depot_asked, memory_order_relaxed);
+    if (first) atomic_store_explicit(&depot_asked, true, memory_order_relaxed);
     uint16_t c = atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
     long v = c + n < DEPOT_SLOTS ? c + n : DEPOT_SLOTS;
     if (v != c) atomic_store_explicit(&depot_credit[npages], (uint16_t)v, memory_order_relaxed);
-    if (!(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & asker_bit(cpu)))
+    /* the first ask since the last decay writes without reading first
+     * (the same zero-page reason as depot_asked's) */
+    if (first || !(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & asker_bit(cpu)))
         atomic_fetch_or_explicit(&depot_askers[npages], asker_bit(cpu), memory_order_relaxed);
 }
 /* a put of a span of npages from pageset cpu may wait in the depot: take
@@ -733,12 +746,18 @@ static bool wanted(int cpu, uint32_t npages) {
     return true;
 }
 static void asks_decay(void) {
+    if (!atomic_load_explicit(&depot_asked, memory_order_relaxed)) return;
+    /* cleared first: an ask from now on sets it again */
+    atomic_store_explicit(&depot_asked, false, memory_order_relaxed);
+    bool left = false;
     for (uint32_t n = 0; n < CHUNK_PAGES; n++) {
         uint16_t c = atomic_load_explicit(&depot_credit[n], memory_order_relaxed);
         if (c) atomic_store_explicit(&depot_credit[n], (uint16_t)(c / 2), memory_order_relaxed);
+        left |= c / 2 != 0;
         if (atomic_load_explicit(&depot_askers[n], memory_order_relaxed))
             atomic_store_explicit(&depot_askers[n], 0, memory_order_relaxed);
     }
+    if (left) atomic_store_explicit(&depot_asked, true, memory_order_relaxed); /* credits to halve */
 }
 
 static struct depot_shard *shard_of(uint32_t npages) { return &depot_shards[npages % DEPOT_SHARDS]; }
