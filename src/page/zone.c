@@ -492,11 +492,10 @@ static unsigned order_for(size_t pages) {
  * from its own power-of-two block, they would leave the tails as holes of
  * orders below a slab's, which no later request uses: never touched with
  * 4 KiB pages, but resident in a huge chunk.  Takes the free blocks that
- * cover [idx, idx + n) of c when those from idx cover at least `need` pages
- * (lock held, descriptors reserved), or NULL. */
-static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n, uint32_t need) {
+ * cover [idx, idx + n) of c (lock held, descriptors reserved), or NULL. */
+static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
     uint32_t end = idx;
-    while (end < idx + need) {
+    while (end < idx + n) {
         if (end >= CHUNK_PAGES) return NULL;
         struct span *b = atomic_load_explicit(&c->span_of[end], memory_order_relaxed);
         if (!b || span_kind(b) != SPAN_ZONE_FREE || b->page_idx != end || b->chunk != c) return NULL;
@@ -505,10 +504,7 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n, uint32_t
     struct span *first = NULL;
     bool zeroed = true, last_zeroed = true;
     uint64_t freed_at = 0;
-    /* the blocks that cover the span: what is left of the last one (one
-     * block's zeroed flag and time) goes back */
-    uint32_t i = idx;
-    while (i < idx + n) {
+    for (uint32_t i = idx; i < end;) {
         struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_relaxed);
         list_del(b);
         dirty_del(b);
@@ -521,7 +517,7 @@ static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n, uint32_t
         if (!first) first = b;
         else desc_put(b);
     }
-    if (i > idx + n) range_insert(c, idx + n, i - idx - n, last_zeroed, freed_at, NULL);
+    if (end > idx + n) range_insert(c, idx + n, end - idx - n, last_zeroed, freed_at, NULL);
     span_set_kind(first, SPAN_TAKEN);
     first->page_idx = idx;
     first->npages = n;
@@ -547,21 +543,19 @@ static bool chunk_packs_odd(const struct chunk *c) {
  * blocks lie side by side in chunks already used: the buddy system merges
  * only aligned buddies, so after random sizes come and go the free pages
  * of a large chunk are rarely an aligned block of a high order.  The first
- * run of free pages that starts at a free block of the orders just below
- * and holds `need` serves it (at most RUN_SEARCH_BLOCKS looked at; lock
- * held, descriptors reserved), as a best-fit heap's would.  need is n, but
- * a block that realloc will grow wants room behind it: its growth room in
- * a small heap, else a quarter of itself (in a run that ends right behind
- * it, each growth would move it; in the block of its order, it would leave
- * the runs unused and grow the heap). */
-#define RUN_SEARCH_BLOCKS 32
+ * run of n free pages that starts at a free block of the orders just below
+ * serves it, as a best-fit heap's would (lock held, descriptors reserved).
+ * The search runs under the zone lock, so it looks at RUN_SEARCH_BLOCKS
+ * blocks at most.  A block that realloc will grow takes the block of its
+ * order as before: in a run that ends right behind it, it would move at
+ * its next growths (more bytes copied, docs/notes/server-patterns.md). */
+#define RUN_SEARCH_BLOCKS 8
 #define RUN_SEARCH_ORDERS 4
-#define RUN_GROW_ROOM 4 /* a block realloc will grow needs 1/RUN_GROW_ROOM of itself free behind it */
-static struct span *run_search(unsigned order, uint32_t n, uint32_t need) {
+static struct span *run_search(unsigned order, uint32_t n) {
     int budget = RUN_SEARCH_BLOCKS;
     for (unsigned k = order; k-- > 0 && k + RUN_SEARCH_ORDERS >= order && budget > 0;)
         for (struct span *b = zone.free_head[CHUNK_LARGE][k]; b && budget-- > 0; b = b->next) {
-            struct span *d = run_take(b->chunk, b->page_idx, n, need);
+            struct span *d = run_take(b->chunk, b->page_idx, n);
             if (d) return d;
         }
     return NULL;
@@ -594,17 +588,16 @@ bool zone_large_fits_hint(size_t npages) {
 static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
-    size_t room = !packed && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && want * GROW_ROOM <= CHUNK_PAGES
-                      ? want * GROW_ROOM
-                      : want;
-    unsigned order = order_for(room);
+    unsigned order = order_for(!packed && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && want * GROW_ROOM <= CHUNK_PAGES
+                                   ? want * GROW_ROOM
+                                   : want);
     bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         if (odd && zone.odd_chunk && chunk_packs_odd(zone.odd_chunk))
-            d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages, (uint32_t)npages);
-        if (!d && order > PCP_MAX_ORDER && align_pages <= 1 && !large_order_free(order))
-            d = run_search(order, (uint32_t)npages, (uint32_t)(packed ? npages : room > want ? room : npages + npages / RUN_GROW_ROOM));
+            d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
+        if (!d && packed && order > PCP_MAX_ORDER && align_pages <= 1 && !large_order_free(order))
+            d = run_search(order, (uint32_t)npages);
         if (!d) d = block_take(order);
     }
     if (d && odd && chunk_packs_odd(d->chunk)) {

@@ -7,8 +7,7 @@
  * in the large chunks: it must start at page 128 of that chunk, and the zone
  * must not grow.  Before run_search it took a whole free chunk.  The hint
  * that the big-block caches read (zone_large_fits_hint) must agree.  A
- * block that realloc will grow takes such a run only when a quarter of its
- * size stays free behind it. */
+ * block that realloc will grow does not take such a run. */
 #include <stdio.h>
 
 #include "api_layer.h"
@@ -43,17 +42,11 @@ int main(void) {
     zone_free_span(r);
     EXPECT(zone_check() == 0, "zone inconsistent after the run was freed");
 
-    /* a block realloc will grow takes the run only with a quarter of itself
-     * free behind it: 200 pages (250 needed) there, and it grows in place */
+    /* a block realloc will grow takes the block of its order, not the run
+     * (it would move at its next growths) */
     struct span *g = zone_alloc_growable(200, 1);
-    EXPECT(g && g->chunk == q[0]->chunk && g->page_idx == 128,
-           "a growable block of 200 pages did not take the run of 256 at page 128");
-    EXPECT(zone_resize(g, 250), "the growable block could not grow in place to 250 pages");
-    zone_free_span(g);
-    /* 220 pages (275 needed): not in the run of 256 */
-    g = zone_alloc_growable(220, 1);
-    EXPECT(g && !(g->chunk == q[0]->chunk && g->page_idx == 128),
-           "a growable block of 220 pages took a run with 36 pages free behind it");
+    EXPECT(g && !(g->chunk == q[0]->chunk && g->page_idx == 128), "a growable block took the run at page 128");
+    EXPECT(zone_resize(g, 256), "the growable block could not grow in place to its order's 256 pages");
     zone_free_span(g);
     zone_free_span(q[0]);
     zone_free_span(q[3]);
