@@ -157,8 +157,13 @@ def cpu_busy_s():
     return (sum(v[:8]) - idle - steal) / _HZ, steal / _HZ
 
 
-def measure_run(workload, alloc, quick, timeout, scratch):
-    """Run one workload under one allocator; returns the run's record (without ids)."""
+def measure_run(workload, alloc, quick, timeout, scratch, report_wanted=True):
+    """Run one workload under one allocator; returns the run's record (without ids).
+    report_wanted: a folio build writes its report (FOLIO_REPORT) in this run.  Writing one
+    costs each process a few dozen files read at exit (its /proc status and smaps_rollup, the
+    THP settings, the cache topology) and about 15 page faults, which a program run the way
+    users run it does not pay: the runner asks for reports in each workload's first
+    repetition only, so the medians of time, faults and RSS are of runs without them."""
     argv = workload.argv(quick)
     env = alloc.environment(os.environ)
     env.update(workload.env)
@@ -172,7 +177,7 @@ def measure_run(workload, alloc, quick, timeout, scratch):
             rec["error"] = f"preparing the run failed: {e}"
             return rec
     rdir = None
-    if alloc.family == "folio":
+    if alloc.family == "folio" and report_wanted:
         rdir = tempfile.mkdtemp(prefix="report.", dir=scratch)
         env["FOLIO_REPORT"] = report.report_pattern(rdir)
     with tempfile.TemporaryFile(dir=scratch) as out, tempfile.TemporaryFile(dir=scratch) as err:
@@ -430,7 +435,7 @@ def cmd_bench(args):
             print(f"[{i + 1:>3}/{len(plan)}] {suite.name}/{w.name:<16} {alloc.name:<11} "
                   f"rep {rep + 1}/{workload_reps[f'{suite.name}/{w.name}']} ", end="", file=sys.stderr,
                   flush=True)
-            rec = measure_run(w, alloc, quick, args.timeout, scratch)
+            rec = measure_run(w, alloc, quick, args.timeout, scratch, report_wanted=rep == 0)
             rec = {"suite": suite.name, "workload": w.name, "allocator": alloc.name,
                    "rep": rep, **rec}
             results["runs"].append(rec)

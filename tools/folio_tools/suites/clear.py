@@ -250,7 +250,7 @@ def strategy_tables(t, results):
     for r in t.rows:
         runs = [x for x in results["runs"] if x["suite"] == t.suite.name and
                 x["workload"] == r.workload.name and x["allocator"] == "folio" and x.get("ok")]
-        reps_ = [x.get("folio_report") or {} for x in runs]
+        reps_ = [x["folio_report"] for x in runs if x.get("folio_report")]
         if not reps_:
             continue
 
