@@ -92,27 +92,25 @@ bool heap_big_put(struct span *s) {
     return true;
 }
 
-/* every kept block to the buddy lists, in one zone lock hold */
-static void heap_big_return(struct heap *h) {
+/* Kept blocks back, the largest first, until keep_pages remain: to the
+ * page heap (the pagesets), or with merge to the buddy lists, all in one
+ * zone lock hold. */
+static void big_give(struct heap *h, long keep_pages, bool merge) {
     struct span *list = NULL;
-    for (unsigned n = 1; n <= BIG_CACHE_PAGES && h->big_pages; n++)
-        while (h->big[n]) {
-            struct span *s = h->big[n];
-            h->big[n] = s->next;
-            h->big_pages -= n;
-            s->next = list;
-            list = s;
-        }
-    zone_free_bulk(list);
-}
-
-void heap_big_drain(struct heap *h, long keep_pages) {
     for (unsigned n = BIG_CACHE_PAGES; n > 0 && h->big_pages > keep_pages; n--) {
         while (h->big[n] && h->big_pages > keep_pages) {
             struct span *s = h->big[n];
             h->big[n] = s->next;
             h->big_pages -= n;
-            page_free(s);
+            if (merge) {
+                s->next = list;
+                list = s;
+            } else {
+                page_free(s);
+            }
         }
     }
+    if (list) zone_free_bulk(list);
 }
+static void heap_big_return(struct heap *h) { big_give(h, 0, true); }
+void heap_big_drain(struct heap *h, long keep_pages) { big_give(h, keep_pages, false); }

@@ -500,9 +500,6 @@ static inline void debug_check_slab(struct heap *h, unsigned c, struct span *s) 
 }
 #endif
 
-#ifndef SWAP
-#define SWAP 1
-#endif
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     struct heap *h = heap_current();
     if (!h && !(h = heap_create())) {
@@ -536,7 +533,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
                  * that nothing wrote yet: s (in use, so it cannot empty
                  * unseen) waits on the partial list with its bump area */
                 struct span *p = b->partial;
-                if (SWAP && p && p->free && slab_used(s) != 0 &&
+                if (p && p->free && slab_used(s) != 0 &&
                     (uintptr_t)s->bump >= (uintptr_t)s->start + ((size_t)s->touched << PAGE_SHIFT)) {
                     span_list_remove(&b->partial, p);
                     slab_set_slow_used(s, 0); /* no longer current */

@@ -547,8 +547,8 @@ static bool chunk_packs_odd(const struct chunk *c) {
  * serves it, as a best-fit heap's would (lock held, descriptors reserved).
  * The search runs under the zone lock, so it looks at RUN_SEARCH_BLOCKS
  * blocks at most.  A block that realloc will grow takes the block of its
- * order as before: in a run that ends right behind it, it would move at
- * its next growths (more bytes copied, docs/notes/server-patterns.md). */
+ * order instead: in a run that ends right behind it, it would move at its
+ * next growths (more bytes copied, docs/notes/server-patterns.md). */
 #define RUN_SEARCH_BLOCKS 8
 #define RUN_SEARCH_ORDERS 4
 static struct span *run_search(unsigned order, uint32_t n) {

@@ -32,6 +32,13 @@ int main(void) {
         size_t bytes = (size_t)ci->pages << PAGE_SHIFT;
         EXPECT_ALL((ci->pages & (ci->pages - 1)) == 0, "class %u slab pages %u", c, ci->pages);
         EXPECT_ALL(ci->capacity >= 8, "class %u capacity %u", c, ci->capacity);
+        EXPECT_ALL(ci->area == ci->capacity * ci->size, "class %u area %u", c, ci->area);
+        /* the young target (constant table): the next power of two below 2 KiB, else itself */
+        uint32_t target = ci->size;
+        if (target < 2048)
+            while (target & (target - 1)) target += target & -target;
+        EXPECT_ALL(ci->young == size_class(target), "class %u young target %u, not %u", c, ci->young,
+                   size_class(target));
         EXPECT_ALL((bytes - (size_t)ci->capacity * ci->size) * 8 <= bytes, "class %u tail waste", c);
         for (uint64_t off = 0; off < bytes; off++) {
             int ok = off * ci->inv < ci->inv;
