@@ -142,6 +142,21 @@ static void child_work(blk_t **inherited, int n_inherited, int depth, uint64_t s
             check_free(inherited[i], "child freeing an inherited block");
             inherited[i] = NULL;
         }
+#ifndef FOLIO_TEST_GLIBC
+    /* the parent had other threads: folio starts none of its own here (a
+     * thread made from inside malloc in such a child can wait for good on
+     * a lock another parent thread held), however much it has to purge */
+    void *big[16];
+    for (int i = 0; i < 16; i++) {
+        big[i] = malloc(OPAQUE((size_t)1 << 20));
+        CHECK(big[i] != NULL, "malloc(1 MiB) in the child");
+        memset(big[i], 0x5a, (size_t)1 << 20);
+    }
+    for (int i = 0; i < 16; i++)
+        free(OPAQUE(big[i]));
+    free(OPAQUE(malloc(OPAQUE((size_t)100))));
+    CHECK(proc_threads() == 1, "folio started a thread in the fork child: %d threads", proc_threads());
+#endif
     pthread_t t;
     CHECK(pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)(seed + 1)) == 0,
           "pthread_create in the child");

@@ -100,7 +100,7 @@ static void fork_child(void) {
         clear_unlock_all(true);
         lock_reset(&init_lock);
     }
-    purge_after_fork_child();
+    purge_after_fork_child(fork_locked); /* fork_locked: the parent had other threads */
     live_after_fork_child();
 }
 

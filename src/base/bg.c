@@ -11,7 +11,13 @@
  *    zombie and does not count);
  *  - a background thread that finds the program gone returns, and glibc
  *    ends the process with exit(0) when the last thread returns, which is
- *    what the program's own last thread would have done. */
+ *    what the program's own last thread would have done;
+ *  - the child of a fork in a process that had other threads starts no
+ *    background thread (bg_refused): POSIX allows it only async-signal-safe
+ *    calls until it execs, and a thread made from inside malloc there waits
+ *    for good on any lock another thread of the parent held at the fork
+ *    (a sanitizer's thread registry did).  Its purges run from allocation
+ *    slow paths instead, and its clears in the calling thread. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +51,7 @@ static char bg_stacks[BG_STACKS][BG_STACK_SIZE] __attribute__((aligned(4096)));
  * warm-up, not at the first publish, a second later in its steady state */
 #define BG_STACK_PREFAULT (16 * 1024)
 static FORK_STATE _Atomic int bg_stacks_used;
+static _Atomic bool bg_refused;
 
 static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {
     pthread_attr_t attr;
@@ -58,6 +65,7 @@ static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {
 }
 
 bool bg_start(void *(*fn)(void *), void *arg) {
+    if (atomic_load_explicit(&bg_refused, memory_order_relaxed)) return false;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -94,7 +102,8 @@ void bg_leave(void) {
 
 bool bg_program_gone(void) { return os_other_threads_alive(bg_tids, BG_MAX) == 0; }
 
-void bg_after_fork_child(void) {
+void bg_after_fork_child(bool parent_had_threads) {
+    if (parent_had_threads) atomic_store_explicit(&bg_refused, true, memory_order_relaxed);
     atomic_store_explicit(&bg_stacks_used, 0, memory_order_relaxed);
     for (int i = 0; i < BG_MAX; i++) atomic_store_explicit(&bg_tids[i], 0, memory_order_relaxed);
 }

@@ -182,7 +182,7 @@ void purge_register(const struct obj_hooks *hooks);
 extern const struct obj_hooks *obj_hooks;
 uint64_t purge_tick(void); /* called from slow paths, with no folio lock held: purge what expired; returns the time (ms) */
 void purge_maybe_start_thread(void);
-void purge_after_fork_child(void);
+void purge_after_fork_child(bool parent_had_threads);
 void purge_note_thread_exit(void); /* a thread of the program is exiting */
 /* The api's work for the background purger, run once per wake-up with no
  * folio lock held (the live statistics: a program that stopped allocating
