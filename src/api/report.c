@@ -188,6 +188,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "pressure_cgroup_limit_bytes", s.pr.cgroup_limit);
     kv(&b, "purges", s.zs.purges + s.hs.purges);
     kv(&b, "purged_bytes", s.zs.purged_bytes + s.hs.purged_bytes);
+    kv(&b, "zone_bound_purged_bytes", s.zs.bound_purged_bytes);
     kv(&b, "huge_mapped_bytes", s.hs.mapped);
     kv(&b, "huge_cached_bytes", s.hs.cached);
     kv(&b, "huge_reserved_bytes", s.hs.reserved);

@@ -28,6 +28,7 @@ struct zone_stats {
      * age, trim or reclaim; pages held (in free_pages and dirty_pages too) */
     uint64_t depot_gets, depot_puts, depot_bypassed, depot_released, depot_pages;
     uint64_t purges, purged_bytes;
+    uint64_t bound_purged_bytes; /* of purged_bytes: purged before the delay, past the dirty bound */
     uint64_t free_pages, dirty_pages, chunks;
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
 };
@@ -51,6 +52,9 @@ void zone_depot_flush(void); /* reclaim active: every depot span to the buddy li
  * `budget` bytes (0: no bound). */
 size_t zone_purge(bool all, size_t budget);
 size_t zone_dirty_bytes(void);
+/* the zone grew while its dirty free pages were past FOLIO_PURGE_DIRTY_RATIO's
+ * bound since the last call (which clears it): a purge is due now */
+bool zone_take_over_bound(void);
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
 size_t pageset_check(void);          /* every pageset's invariants (pageset.c): violations */

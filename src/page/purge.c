@@ -56,6 +56,10 @@ static void purge_now(size_t budget) {
 
 uint64_t purge_tick(void) {
     uint64_t now = os_now_ms();
+    if (zone_take_over_bound()) { /* the heap grew past the dirty bound: not a tick later */
+        purge_now((size_t)64 << 20);
+        return now;
+    }
     uint64_t due = atomic_load_explicit(&next_purge_ms, memory_order_relaxed);
     if (now < due) return now;
     if (atomic_compare_exchange_strong_explicit(&next_purge_ms, &due, now + tick_interval(),

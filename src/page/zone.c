@@ -60,6 +60,7 @@ static FORK_STATE struct zone {
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
     _Atomic uint32_t large_orders;
+    _Atomic bool over_bound; /* zone_take_over_bound's flag */
 } zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
@@ -336,6 +337,28 @@ static bool arena_reserve(void) {
     }
 }
 
+/* ---- the dirty bound ----
+ * Dirty free pages (resident, free) are at most 1/FOLIO_PURGE_DIRTY_RATIO of
+ * the pages in use, or DIRTY_FLOOR_PAGES: a heap whose freed pieces do not fit
+ * its next requests grows into untouched pages while the pieces stay
+ * resident until the purge delay, which a program that runs for a second or
+ * less never reaches.  Past the bound, zone_purge takes the oldest pieces
+ * before their delay; the heap's growth asks for that purge at once (through
+ * the maintenance tick, with no lock held).  Lock held. */
+#define DIRTY_FLOOR_PAGES 256 /* 1 MiB: a small program's free pages stay */
+static uint64_t dirty_excess_pages(void) {
+    if (!opt.purge_dirty_ratio) return 0;
+    uint64_t total = zone.st.chunks * CHUNK_PAGES;
+    uint64_t in_use = total > zone.st.free_pages ? total - zone.st.free_pages : 0;
+    uint64_t keep = in_use / (uint64_t)opt.purge_dirty_ratio;
+    if (keep < DIRTY_FLOOR_PAGES) keep = DIRTY_FLOOR_PAGES;
+    return zone.st.dirty_pages > keep ? zone.st.dirty_pages - keep : 0;
+}
+bool zone_take_over_bound(void) {
+    return atomic_load_explicit(&zone.over_bound, memory_order_relaxed) &&
+           atomic_exchange_explicit(&zone.over_bound, false, memory_order_relaxed);
+}
+
 /* Put a new chunk in the zone as one zeroed whole free block; an arena's
  * first chunk, which holds metadata, counts only when !whole (the caller
  * can use part of a chunk): otherwise growth goes on. */
@@ -352,6 +375,7 @@ static bool chunk_grow(bool whole) {
             continue;
         }
         chunk_add(base, true, 0);
+        if (dirty_excess_pages()) atomic_store_explicit(&zone.over_bound, true, memory_order_relaxed);
         if (!whole || (uintptr_t)base != arena_base((uintptr_t)base)) return true;
     }
 }
@@ -1079,10 +1103,12 @@ size_t zone_purge(bool all, size_t budget) {
     asks_decay();
     zone_lock();
     depot_release_list(expired, before);
+    /* past the dirty bound, the oldest blocks go before their delay */
+    size_t excess = all ? 0 : (size_t)dirty_excess_pages() << PAGE_SHIFT;
     for (;;) {
         struct span *d = zone.dirty_head;
-        if (!d || (requeued && d->freed_at >= now) || (!all && d->freed_at + (uint64_t)opt.purge_delay_ms > now) ||
-            (budget && done >= budget))
+        bool expired_d = d && (all || d->freed_at + (uint64_t)opt.purge_delay_ms <= now);
+        if (!d || (requeued && d->freed_at >= now) || (!expired_d && done >= excess) || (budget && done >= budget))
             break;
         uint8_t *huge = chunk_huge(d->chunk);
         bool part = d->order < MAX_ORDER;
@@ -1108,6 +1134,7 @@ size_t zone_purge(bool all, size_t budget) {
         zone.purging = NULL;
         zone.st.purges++;
         zone.st.purged_bytes += bytes;
+        if (!expired_d) zone.st.bound_purged_bytes += bytes;
         done += bytes;
         set_head(d->chunk, d->page_idx, NULL);
         if (!desc_reserve(MAX_ORDER + 1)) break; /* leaves the block out: only on meta OOM */
