@@ -30,7 +30,8 @@ static void *large_block(size_t n, size_t align, bool zero, bool growable) {
         s = large_alloc(n, align, zero, growable);
     if (unlikely(!s)) return NULL;
     heap_count_large(1, n, 0, s->npages);
-    purge_maybe_start_thread();
+    if (unlikely(zone_over_bound_pending())) api_tick(); /* it grew the heap past the dirty bound */
+    else purge_maybe_start_thread();
     return s->start;
 }
 

@@ -55,6 +55,7 @@ size_t zone_dirty_bytes(void);
 /* the zone grew while its dirty free pages were past FOLIO_PURGE_DIRTY_RATIO's
  * bound since the last call (which clears it): a purge is due now */
 bool zone_take_over_bound(void);
+bool zone_over_bound_pending(void); /* the same flag, read only */
 void zone_stats(struct zone_stats *st);
 size_t zone_check(void);
 size_t pageset_check(void);          /* every pageset's invariants (pageset.c): violations */

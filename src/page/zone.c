@@ -354,6 +354,7 @@ static uint64_t dirty_excess_pages(void) {
     if (keep < DIRTY_FLOOR_PAGES) keep = DIRTY_FLOOR_PAGES;
     return zone.st.dirty_pages > keep ? zone.st.dirty_pages - keep : 0;
 }
+bool zone_over_bound_pending(void) { return atomic_load_explicit(&zone.over_bound, memory_order_relaxed); }
 bool zone_take_over_bound(void) {
     return atomic_load_explicit(&zone.over_bound, memory_order_relaxed) &&
            atomic_exchange_explicit(&zone.over_bound, false, memory_order_relaxed);
