@@ -268,10 +268,10 @@ static inline void lock_reset(lock_t *l) {
     X(purge_thread, "FOLIO_PURGE_THREAD", 1,                                                   \
       "1: a background thread purges expired free memory when enough is waiting; 0: purge "  \
       "only from allocation slow paths")                                                       \
-    X(purge_dirty_ratio, "FOLIO_PURGE_DIRTY_RATIO", 8,                                         \
-      "dirty free memory the zone keeps resident is at most 1/N of the memory in use (and "    \
-      "at least 1 MiB): past it, the oldest is purged before its delay, when the heap grows "  \
-      "and at each purge tick; 0: the delay alone decides")                                     \
+    X(purge_dirty_ratio, "FOLIO_PURGE_DIRTY_RATIO", 0,                                         \
+      "N > 0: dirty free memory the zone keeps resident is at most 1/N of the memory in use "  \
+      "(and at least 1 MiB): past it, the oldest is purged before its delay, when the heap "   \
+      "grows and at each purge tick (lower peak RSS, more page faults); 0: the delay alone decides") \
     X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 3,                                             \
       "smallest free block purged, as a page order (3 = 32 KiB); whole 2 MiB chunks first")   \
     X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \

@@ -337,14 +337,16 @@ static bool arena_reserve(void) {
     }
 }
 
-/* ---- the dirty bound ----
- * Dirty free pages (resident, free) are at most 1/FOLIO_PURGE_DIRTY_RATIO of
- * the pages in use, or DIRTY_FLOOR_PAGES: a heap whose freed pieces do not fit
- * its next requests grows into untouched pages while the pieces stay
- * resident until the purge delay, which a program that runs for a second or
- * less never reaches.  Past the bound, zone_purge takes the oldest pieces
- * before their delay; the heap's growth asks for that purge at once (through
- * the maintenance tick, with no lock held).  Lock held. */
+/* ---- the dirty bound (FOLIO_PURGE_DIRTY_RATIO, off by default) ----
+ * Dirty free pages (resident, free) are at most 1/ratio of the pages in use,
+ * or DIRTY_FLOOR_PAGES: a heap whose freed pieces do not fit its next
+ * requests grows into untouched pages while the pieces stay resident until
+ * the purge delay, which a program that runs for a second or less never
+ * reaches.  Past the bound, zone_purge takes the oldest pieces before their
+ * delay; the heap's growth asks for that purge at once (through the
+ * maintenance tick, with no lock held).  Off by default: where the pieces
+ * are reused later (growing buffers), each purge comes back as page faults
+ * (docs/notes/server-patterns.md, session 13).  Lock held. */
 #define DIRTY_FLOOR_PAGES 256 /* 1 MiB: a small program's free pages stay */
 static uint64_t dirty_excess_pages(void) {
     if (!opt.purge_dirty_ratio) return 0;
