@@ -171,17 +171,22 @@ struct bin {
     void *list;           /* freed objects of this heap's slabs: malloc pops here first */
     int32_t list_room;    /* the list's high (heap->list_high) less its length: a push that
                            * takes it below 0 flushes half of the list */
+    uint32_t area;        /* classes[c].area (and inv below), copied: free() by the objmap
+                           * checks an object start in the line it pushes to */
     uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     struct span *full;    /* slabs with none */
-    uint32_t refill;      /* objects the next refill moves: doubles per refill, from 4 up to
-                           * the class's list_batch (a thread that uses a class little holds
-                           * little of it) */
-    uint32_t young;       /* objects of this class the slow path still serves from its young target's
-                           * bin (its list stays empty meanwhile, so each such malloc misses);
-                           * 0 from then on: only slow paths read it */
+    uint64_t inv;         /* classes[c].inv */
 } __attribute__((aligned(CACHELINE)));
+/* The slow paths' per-class state of a heap, out of the bins' lines. */
+struct bin_slow {
+    uint32_t refill; /* objects the next refill moves: doubles per refill, from 4 up to the
+                      * class's list_batch (a thread that uses a class little holds little of it) */
+    uint32_t young;  /* objects of this class the slow path still serves from its young target's
+                      * bin (its list stays empty meanwhile, so each such malloc misses); 0 from
+                      * then on */
+};
 _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
 
 /* Counts: an object is counted as allocated in its allocating thread's bin
@@ -212,6 +217,7 @@ struct heap {
      * the list past its high raises it by what was flushed, a purge delay
      * without one halves it (down to a slab's worth) */
     struct cache_high list_high[NCLASSES];
+    struct bin_slow bin_slow[NCLASSES];
     /* the pending run: other heaps' objects of one slab this thread freed
      * in a row (run_first -> ... -> run_last, tagged free), handed to the
      * slab in one push when a free lands on another slab, at RUN_MAX
@@ -433,10 +439,9 @@ static inline int small_free_local(struct heap *h, struct span *s, void *p) {
 static inline int small_free_mapped(struct heap *h, uint32_t word, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
-    const struct class_info *ci = &classes[(word >> 16) & 0xff];
-    uintptr_t off = ((uintptr_t)p & (PAGE_SIZE - 1)) + ((uintptr_t)(word >> 24) << PAGE_SHIFT);
-    if (unlikely(off * ci->inv >= ci->inv || off >= ci->area || w[1] == tag)) return -1;
     struct bin *b = &h->bins[(word >> 16) & 0xff];
+    uintptr_t off = ((uintptr_t)p & (PAGE_SIZE - 1)) + ((uintptr_t)(word >> 24) << PAGE_SHIFT);
+    if (unlikely(off * b->inv >= b->inv || off >= b->area || w[1] == tag)) return -1;
     HEAP_COUNT(b->frees, 1);
     return small_list_push(b, w, tag);
 }

@@ -453,8 +453,10 @@ static struct heap *heap_create(void) {
         h->bins[c].list_room = (int32_t)classes[c].capacity;
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = h->bins[c].full = NULL;
-        h->bins[c].refill = 4;
-        h->bins[c].young = class_young_objects(c);
+        h->bins[c].area = classes[c].area;
+        h->bins[c].inv = classes[c].inv;
+        h->bin_slow[c].refill = 4;
+        h->bin_slow[c].young = class_young_objects(c);
         h->bins[c].allocs = 0;
         h->bins[c].frees = 0;
     }
@@ -511,9 +513,9 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     }
     unsigned c = class_of_small[(n + 15) >> 4];
     struct bin *b = &h->bins[c];
-    struct bin *young = NULL; /* b's class is young: served from its young target's bin */
-    if (unlikely(b->young)) {
-        young = b;
+    struct bin_slow *young = NULL; /* b's class is young: served from its young target's bin */
+    if (unlikely(h->bin_slow[c].young)) {
+        young = &h->bin_slow[c];
         c = classes[c].young;
         b = &h->bins[c];
         void **p = b->list;
@@ -592,8 +594,9 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     uint32_t used = slab_used(s);
     uint32_t nfree = s->capacity - used - (uint32_t)((size_t)(s->bump_end - s->bump) / s->obj_size);
     void **p = s->free;
-    uint32_t batch = b->refill;
-    if (batch < classes[c].list_batch) b->refill = batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch;
+    uint32_t batch = h->bin_slow[c].refill;
+    if (batch < classes[c].list_batch)
+        h->bin_slow[c].refill = batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch;
     if (carved && nfree > batch) {
         nfree = batch;
         void *last = p;
