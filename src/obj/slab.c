@@ -1084,9 +1084,10 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
 }
 
 /* Bin c's list: its high less list_room objects, each a free (tagged) object
- * of one of h's slabs of class c below its bump pointer, with no cycle. */
+ * of one of h's slabs of class c below its bump pointer, with no cycle; its
+ * copies of the class's inv and area are the class table's. */
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
-    size_t bad = 0;
+    size_t bad = b->inv != classes[c].inv || b->area != classes[c].area;
     long high = h->list_high[c].high;
     if (b->list_room > high || high < classes[c].capacity || high > class_list_max[c]) return 1;
     uint32_t want = list_len(h, b), n = 0;
