@@ -6,7 +6,9 @@
 #  - `folio report --json FILE` prints the file's reports and their sum;
 #  - `folio bench` installs nothing unless --install: a missing allocator is
 #    skipped with the command that installs it (`--no-install`, the old
-#    opt-out, still parses), and a missing matplotlib is a note, not a pip run.
+#    opt-out, still parses), and a missing matplotlib is a note, not a pip run;
+#  - a library given as NAME=/path that is a build of folio is folio's family
+#    (its runs keep reports, and it is never the "best other" allocator).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FOLIO=$ROOT/folio
@@ -67,6 +69,18 @@ builtins.__import__ = no_mpl
 plt, note = plots._matplotlib(install=False)
 assert plt is None and "pip install matplotlib" in note, note
 assert not any("pip" in c for c in ran if isinstance(c, list)), ran
+PY
+python3 - "$ROOT/tools" "$ROOT/build/libfolio.so" "$TMP" <<'PY' && ok "bench: a folio build given by path is folio's family" || fail "bench: a folio build by path counted as another allocator"
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from folio_tools import allocators
+other = os.path.join(sys.argv[3], "libother.so")
+with open(other, "wb") as f:
+    f.write(b"\x7fELF not folio")
+names = allocators.parse_names(f"old={sys.argv[2]},other={other}")
+found, skipped = allocators.resolve(names, install=False, build_folio=False)
+fam = {a.name: a.family for a in found}
+assert fam == {"old": "folio", "other": "other"}, (fam, skipped)
 PY
 "$FOLIO" bench --no-install --list >/dev/null 2>&1 && ok "bench --no-install still parses" || fail "bench --no-install"
 "$FOLIO" bench --help | grep -q -- "--install" && ok "bench --help shows --install" || fail "bench --help: no --install"

@@ -147,6 +147,16 @@ class Allocator:
         return os.path.basename(malloc_lib).startswith(self.marker)
 
 
+def _is_folio_build(lib):
+    """A library given by path is a build of folio when it exports folio's own calls: it is
+    then folio's family (not a 'best other' allocator, and its runs keep folio's reports)."""
+    try:
+        with open(lib, "rb") as f:
+            return b"folio_report_json" in f.read()
+    except OSError:
+        return False
+
+
 def _find(soname):
     for d in LIB_DIRS:
         hits = sorted(glob.glob(os.path.join(d, soname)))
@@ -206,7 +216,8 @@ def resolve(names, install=False, build_folio=True, say=None):
             skipped.append((n, f"{lib}: no such file"))
         else:
             found[n] = Allocator(n, lib, version or f"from {lib}", os.path.basename(lib),
-                                 dict(env), exact=True)
+                                 dict(env), exact=True,
+                                 base="folio" if _is_folio_build(lib) else None)
     requested_specs = [n for n in requested if base_of(n) in SPECS]
     names = list(dict.fromkeys(base_of(n) for n in requested_specs))
 

@@ -249,7 +249,7 @@ def _snapshot_folio(allocs):
     run (others may be working in the tree) cannot mix two versions in one report.  Returns
     the directory of the copy (removed at the end), or None."""
     import hashlib
-    folios = [a for a in allocs if a.family == "folio" and a.preload]
+    folios = [a for a in allocs if a.family == "folio" and a.preload and not a.exact]
     if not folios:
         return None
     src = folios[0].preload
