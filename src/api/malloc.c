@@ -30,7 +30,9 @@ static void *large_block(size_t n, size_t align, bool zero, bool growable) {
         s = large_alloc(n, align, zero, growable);
     if (unlikely(!s)) return NULL;
     heap_count_large(1, n, 0, s->npages);
-    if (unlikely(zone_over_bound_pending())) api_tick(); /* it grew the heap past the dirty bound */
+    /* it grew the heap past the dirty bound (an option, off by default: no
+     * shared line read then) */
+    if (unlikely(opt.purge_dirty_ratio) && zone_over_bound_pending()) api_tick();
     else purge_maybe_start_thread();
     return s->start;
 }
