@@ -153,6 +153,9 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "heap_list_flushes", s.hc.list_flushes);
     kv(&b, "heap_list_flushed", s.hc.list_flushed);
     kv(&b, "remote_batches", s.hc.remote_batches);
+    kv(&b, "floating_slabs_queued", s.hc.floating_slabs_queued);
+    kv(&b, "floating_slabs_handed", s.hc.floating_slabs_handed);
+    kv(&b, "floating_slabs_spared", s.hc.floating_slabs_spared);
     kv(&b, "huge_allocs", s.hs.allocs);
     kv(&b, "huge_bytes", s.hs.bytes);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);

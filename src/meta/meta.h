@@ -19,7 +19,6 @@ enum span_kind {
 };
 
 #define SPAN_ZEROED 0x1u /* contents known to be zero */
-#define SPAN_FULL 0x2u   /* slab: on its bin's full list */
 
 struct heap;
 struct chunk;

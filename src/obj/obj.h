@@ -12,9 +12,18 @@
  *    per run of the slab's objects it freed in a row (the first of a run at
  *    once, the rest on its heap's pending run); the owner takes the whole
  *    list and its length with one exchange;
- *  - thread_free == SLAB_FULL_TAG exactly while the slab is on its bin's full
- *    list with no remote frees waiting: the first remote free onto a full slab
- *    sees the tag and tells the owner (one bit in heap->full_freed);
+ *  - a slab with no free object and nothing left to carve floats: it is on
+ *    none of its owner's lists and its thread_free word carries
+ *    SLAB_FLOATING (set by the owner, cleared only by the one thread that
+ *    takes it).  Every free onto a floating slab, the owner's list flushes
+ *    included, is a push onto thread_free; the push that brings the list to
+ *    slab_float_bar objects decides where the slab goes, so exactly one
+ *    thread does: the owner takes it back onto its partial list; any other
+ *    thread gives it to the spare lists when every object is back (no
+ *    round trip through its owner, busy, descheduled or dead), otherwise
+ *    to the abandoned lists, where any thread adopts it.  An object of a
+ *    slab handed on may still wait on its old owner's bin list: a flush
+ *    pushes it remotely (slab_put reads thread_free and the owner first);
  *  - a heap's bin list (b->list) holds only its own slabs' objects: every
  *    local free pushes onto it, LIFO across slabs, and malloc pops from
  *    there first and touches no slab; an empty list is refilled with the
@@ -28,11 +37,11 @@
  *    thread_free or on any heap's bin list are 'used': a slab is never
  *    retired under a cached object); a slab with used == 0 that is not its
  *    bin's current slab is retired;
- *  - a full slab returns to the partial list only once 1/8 of it is free
- *    again (slow_used = capacity - capacity/8), so a bin does not walk from
- *    slab to slab one free object at a time; a bin's current slab has
- *    slow_used == -1 (it stays current when it empties: its local frees
- *    never take the slow path); otherwise slow_used == 0;
+ *  - a floating slab comes back only once 1/8 of it is free
+ *    (slab_float_bar), so a bin does not walk from slab to slab one free
+ *    object at a time; a bin's current slab has slow_used == -1 (it stays
+ *    current when it empties: its local frees never take the slow path);
+ *    otherwise slow_used == 0;
  *  - a free object's second word holds its tag (address ^ slab_secret),
  *    carved ones included; malloc clears it, so free of an object whose word
  *    already holds it is a double free;
@@ -118,6 +127,9 @@ struct heap_counts {
     uint64_t list_refills;     /* bin lists refilled from a slab (its free list, or a batch just carved) */
     uint64_t list_flushes, list_flushed; /* bin lists past their bound, and objects they gave back */
     uint64_t remote_batches;   /* atomic pushes of other threads' objects (a run of one slab each) */
+    uint64_t floating_slabs_queued; /* floating slabs other threads' frees took: to their owner's rescue slots */
+    uint64_t floating_slabs_handed; /* ... to the abandoned lists (owner exited, or its slots full) */
+    uint64_t floating_slabs_spared; /* ... emptied by them: to the spare lists, no owner involved */
 };
 /* The slow paths.  They run no maintenance; they tell the caller when to
  * run the tick: before a new slab is taken from the page heap (alloc:
@@ -140,20 +152,31 @@ struct span *heap_big_get(size_t npages); /* a kept block (kind SPAN_TAKEN) of n
 bool heap_big_put(struct span *s);        /* keep s (after large_unmap); false: the caller frees it */
 void heap_big_drain(struct heap *h, long keep_pages); /* give blocks back until keep_pages remain */
 
-#define SLAB_FULL_TAG ((uintptr_t)1)
+/* thread_free's low bits (objects are 16-aligned): */
+#define SLAB_FLOATING ((uintptr_t)1) /* on none of its owner's lists */
+#define SLAB_TAKEN ((uintptr_t)2)    /* floating, and a push took it (slab_float_bar) */
+#define SLAB_TF_BITS (SLAB_FLOATING | SLAB_TAKEN)
+#define RESCUE_SLOTS 64 /* a heap's rescue slots: one bit each in rescue_mask */
 #define BIG_CACHE_PAGES 64 /* the largest block a thread's cache keeps, in pages (256 KiB) */
 /* thread_free's word: the remote list's head in the low 48 bits (arenas
- * lie below 2^48), its length in the high 16 (a slab holds fewer than 2^16
- * objects: classes_init checks), so the owner takes a list and its length
- * in one exchange; 0 and SLAB_FULL_TAG are the empty list. */
+ * lie below 2^48) less bit 0 (SLAB_FLOATING), its length in the high 16 (a
+ * slab holds fewer than 2^16 objects: classes_init checks), so the owner
+ * takes a list and its length in one exchange; a count of 0 is the empty
+ * list. */
 #define SLAB_REMOTE_SHIFT 48
 static inline void *slab_remote_head(uintptr_t tf) {
-    return tf == SLAB_FULL_TAG ? NULL : (void *)(tf & (((uintptr_t)1 << SLAB_REMOTE_SHIFT) - 1));
+    return (void *)(tf & (((uintptr_t)1 << SLAB_REMOTE_SHIFT) - 1) & ~SLAB_TF_BITS);
 }
 static inline uint32_t slab_remote_count(uintptr_t tf) { return (uint32_t)(tf >> SLAB_REMOTE_SHIFT); }
-/* the head word once n objects (first .. ) are pushed onto tf's list */
+/* the head word once n objects (first .. ) are pushed onto tf's list (the
+ * low bits stay) */
 static inline uintptr_t slab_remote_push(uintptr_t tf, const void *first, uint32_t n) {
-    return (uintptr_t)first | ((uintptr_t)(slab_remote_count(tf) + n) << SLAB_REMOTE_SHIFT);
+    return (uintptr_t)first | ((uintptr_t)(slab_remote_count(tf) + n) << SLAB_REMOTE_SHIFT) |
+           (tf & SLAB_TF_BITS);
+}
+/* the remote list's length at which a push takes a floating slab */
+static inline uint32_t slab_float_bar(const struct span *s) {
+    return s->capacity / 8 ? s->capacity / 8 : 1;
 }
 
 /* The high of a thread's cache (empty slabs, large blocks), the pagesets'
@@ -176,7 +199,6 @@ struct bin {
     uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
-    struct span *full;    /* slabs with none */
     uint64_t inv;         /* classes[c].inv */
 } __attribute__((aligned(CACHELINE)));
 /* The slow paths' per-class state of a heap, out of the bins' lines. */
@@ -186,6 +208,7 @@ struct bin_slow {
     uint32_t young;  /* objects of this class the slow path still serves from its young target's
                       * bin (its list stays empty meanwhile, so each such malloc misses); 0 from
                       * then on */
+    bool filled;     /* a slab of this class floated: the next new one is faulted in whole */
 };
 _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
 
@@ -230,8 +253,10 @@ struct heap {
     uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
                            * arena_map for that arena), or ARENA_HINT_NONE */
     bool live;
-    /* written by other threads: bins whose full slabs got remote frees */
-    _Atomic uint64_t full_freed[(NCLASSES + 63) / 64] __attribute__((aligned(CACHELINE)));
+    /* written by other threads: floating slabs of this heap's that their
+     * frees took (slab.c, the rescue slots) */
+    _Atomic uint64_t rescue_mask __attribute__((aligned(CACHELINE)));
+    _Atomic(struct span *) rescue[RESCUE_SLOTS];
 };
 
 /* The calling thread's heap; &heap_none (never NULL) until it has one:

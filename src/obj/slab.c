@@ -110,14 +110,14 @@ static void slab_note_written(struct span *s) {
 /* inline: most calls find no list (one load) */
 static inline uint32_t collect(struct span *s) {
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
-    if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    if (slab_remote_count(tf) == 0) return 0;
     return collect_list(s, tf);
 }
 static uint32_t collect_list(struct span *s, uintptr_t tf) {
     uint32_t used = slab_used(s);
     if (s->free && slab_remote_count(tf) < used) return 0; /* deferred */
-    tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
-    if (tf == 0 || tf == SLAB_FULL_TAG) return 0;
+    tf = atomic_exchange_explicit(&s->thread_free, 0, memory_order_acq_rel);
+    if (slab_remote_count(tf) == 0) return 0;
     void *head = slab_remote_head(tf);
     uint32_t n = slab_remote_count(tf);
     if (n == 0 || n > used) slab_bad_link(head);
@@ -276,28 +276,20 @@ static void spare_trim(uint64_t min_age_ms) {
     }
 }
 
-/* Put the exhausted slab s on its bin's full list.  Fails (false) when
- * remote frees arrived meanwhile: the caller collects them instead. */
-static bool make_full(struct bin *b, struct span *s) {
+/* Let the exhausted slab s (on none of h's lists) float.  Fails (false)
+ * when remote frees arrived meanwhile: the caller collects them instead. */
+static bool make_full(struct heap *h, struct span *s) {
     uintptr_t e = 0;
-    if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &e, SLAB_FULL_TAG,
-                                                 memory_order_acq_rel, memory_order_relaxed))
+    int32_t slow_used = s->slow_used;
+    unsigned c = s->cls;
+    slab_set_slow_used(s, 0); /* before: once it floats, another thread may take it */
+    if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &e, SLAB_FLOATING,
+                                                 memory_order_acq_rel, memory_order_relaxed)) {
+        slab_set_slow_used(s, slow_used);
         return false;
-    s->flags |= SPAN_FULL;
-    uint32_t k = s->capacity / 8;
-    slab_set_slow_used(s, (int32_t)(s->capacity - (k ? k : 1)));
-    span_list_push(&b->full, s);
+    }
+    h->bin_slow[c].filled = true;
     return true;
-}
-
-/* Take s off the full list (it has free objects again). */
-static void unfull(struct bin *b, struct span *s) {
-    span_list_remove(&b->full, s);
-    s->flags &= (uint8_t)~SPAN_FULL;
-    slab_set_slow_used(s, 0);
-    uintptr_t e = SLAB_FULL_TAG;
-    atomic_compare_exchange_strong_explicit(&s->thread_free, &e, 0, memory_order_acq_rel,
-                                            memory_order_relaxed);
 }
 
 /* Carve never-used objects onto s->free: every object that starts below a
@@ -387,14 +379,15 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     /* a class that filled a slab fills this one too: fault it in at once */
-    if (!mapped && s->touched == 0 && h->bins[c].full &&
+    if (!mapped && s->touched == 0 && h->bin_slow[c].filled &&
         thp_populate(s->start, (size_t)s->npages << PAGE_SHIFT, zone_chunk_huge(s)))
         s->touched = s->npages;
     return s;
 }
 
-/* Adopt a slab of class c left by an exited thread. */
-static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
+/* Adopt a slab of class c left by an exited thread, or handed on by the
+ * frees of other threads while it floated (slab_float_taken). */
+static struct span *adopt(struct heap *h, unsigned c) {
     for (;;) {
         if (lf_empty(&abandoned[c])) return NULL;
         struct span *s = lf_pop(&abandoned[c], SPAN_NEXT);
@@ -410,25 +403,11 @@ static struct span *adopt(struct heap *h, struct bin *b, unsigned c) {
             continue;
         }
         if (s->free || s->bump < s->bump_end) return s;
-        if (!make_full(b, s)) return s; /* remote frees arrived: usable */
+        if (!make_full(h, s)) return s; /* remote frees arrived: usable */
     }
 }
 
-/* Move full slabs that received remote frees back to the partial list. */
-static void rescue_full(struct heap *h, struct bin *b) {
-    struct span *s = b->full;
-    while (s) {
-        struct span *next = s->next;
-        if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) != SLAB_FULL_TAG) {
-            unfull(b, s);
-            collect(s);
-            if (slab_used(s) == 0) retire(h, s);
-            else span_list_push(&b->partial, s);
-        }
-        s = next;
-    }
-}
-
+static bool rescue_drain(struct heap *from, struct heap *h, bool exiting);
 static void heap_thread_exit(void *arg);
 /* registered by the layer above: runs at the end of every thread exit */
 static void (*exit_hook)(void);
@@ -452,7 +431,8 @@ static struct heap *heap_create(void) {
         cache_high_init(&h->list_high[c], classes[c].capacity);
         h->bins[c].list_room = (int32_t)classes[c].capacity;
         h->bins[c].cur = &span_empty;
-        h->bins[c].partial = h->bins[c].full = NULL;
+        h->bins[c].partial = NULL;
+        h->bin_slow[c].filled = false;
         h->bins[c].area = classes[c].area;
         h->bins[c].inv = classes[c].inv;
         h->bin_slow[c].refill = 4;
@@ -486,12 +466,12 @@ static struct heap *heap_create(void) {
 }
 
 #ifdef FOLIO_DEBUG
-static size_t check_slab(const struct heap *h, unsigned c, const struct span *s, bool on_full);
+static size_t check_slab(const struct heap *h, unsigned c, const struct span *s);
 /* debug builds: every 64th slow-path allocation of a thread checks the slab
  * it allocates from */
 static void debug_check_slab(struct heap *h, unsigned c, struct span *s) {
     static __thread uint32_t calls;
-    if (++calls % 64 == 0 && check_slab(h, c, s, false) != 0) {
+    if (++calls % 64 == 0 && check_slab(h, c, s) != 0) {
         os_write_err("folio: slab invariant violated\n");
         os_fatal_ptr("slab:", s);
     }
@@ -548,14 +528,10 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
                 carved = true;
                 break;
             }
-            if (!make_full(b, s)) continue;
+            if (!make_full(h, s)) continue;
             b->cur = &span_empty;
         }
-        uint64_t bit = 1ull << (c & 63);
-        if (atomic_load_explicit(&h->full_freed[c >> 6], memory_order_relaxed) & bit) {
-            atomic_fetch_and_explicit(&h->full_freed[c >> 6], ~bit, memory_order_acquire);
-            rescue_full(h, b);
-        }
+        if (atomic_load_explicit(&h->rescue_mask, memory_order_relaxed)) rescue_drain(h, h, false);
         if (b->partial) {
             s = b->partial;
             span_list_remove(&b->partial, s);
@@ -563,7 +539,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             b->cur = s;
             continue;
         }
-        s = adopt(h, b, c);
+        s = adopt(h, c);
         if (!s) {
             if (!may_take_pages) { /* the caller runs the maintenance tick first */
                 *need_pages = true;
@@ -617,50 +593,182 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     return p;
 }
 
-/* A run of n of s's own objects (first -> ... -> last, tagged free) goes
- * back onto s->free: only last's link is written.  True when that retired
- * s: it emptied (not the current slab), or a full slab has room again and
- * moves to the partial list.  At thread exit (exiting) an emptied slab
- * stays where it is: heap_abandon spares it for the next threads instead
- * of the page heap. */
+static bool remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n, bool exiting);
+/* A run of n of s's objects (first -> ... -> last, tagged free) from h's
+ * bin list goes back onto s->free: only last's link is written.  True when
+ * that retired s: it emptied (not the current slab).  A slab that floats,
+ * or that was handed on to another heap meanwhile, takes the run as a
+ * remote push (its free list is not h's to write).  At thread exit
+ * (exiting) an emptied slab stays where it is: heap_abandon spares it for
+ * the next threads instead of the page heap. */
 static bool slab_put(struct heap *h, struct span *s, void *first, void *last, uint32_t n, bool exiting) {
+    /* only h sets SLAB_FLOATING, and a slab handed on floats until its taker
+     * owns it: so without the bit, the owner read next is the slab's */
+    if (unlikely(atomic_load_explicit(&s->thread_free, memory_order_acquire) & SLAB_FLOATING) ||
+        unlikely(atomic_load_explicit(&s->owner, memory_order_relaxed) != h))
+        return remote_push_run(h, s, first, last, n, exiting);
     *(uintptr_t *)last = slab_link_encode(slab_tag(last), s->free);
     s->free = first;
     s->room -= (int32_t)n; /* used - n */
     if (s->room >= 0) return false;
     struct bin *b = &h->bins[s->cls];
-    if (s->flags & SPAN_FULL) {
-        unfull(b, s);
-        if (slab_used(s) != 0 || exiting) {
-            span_list_push(&b->partial, s);
-            return false;
-        }
-    } else if (s == b->cur || exiting) {
-        return false; /* keep the current slab even when empty */
-    } else {
-        span_list_remove(&b->partial, s);
-    }
+    if (s == b->cur || exiting) return false; /* keep the current slab even when empty */
+    span_list_remove(&b->partial, s);
     retire(h, s);
     return true;
 }
 
+/* heap_counts' floating_slabs_*: what became of floating slabs that other
+ * threads' frees took */
+static _Atomic uint64_t floating_queued, floating_handed, floating_spared;
+
+/* The abandoned lists take s (its objects' frees push; an adopter or the
+ * purger collects them).  The owner is written before anything else: a
+ * list flush of its old owner reads it once SLAB_FLOATING is gone. */
+static void float_hand_on(struct span *s) {
+    atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
+    objmap_set(s, NULL); /* its old owner's frees find the span, and push */
+    atomic_fetch_add_explicit(&floating_handed, 1, memory_order_relaxed);
+    lf_push(&abandoned[s->cls], s, s, SPAN_NEXT);
+}
+
+/* ---- the rescue slots ----
+ * A heap's rescue[] holds its floating slabs that another thread's push
+ * took (slab_float_taken); bit i of rescue_mask is set from when a pusher
+ * allocates slot i until the slot is emptied again, so a pusher that finds
+ * a bit clear finds its slot NULL.  A slot is emptied by exactly one of:
+ * its heap (or, for a heap whose thread exited, the purger) with an
+ * exchange, or the thread whose push brought every object of its slab back
+ * (float_complete) with a compare-and-swap; whichever does decides the
+ * slab's fate.  Between them, thread_free's compare-and-swaps decide who
+ * has the objects: SLAB_TAKEN alone (no count) means the completing thread
+ * claimed them. */
+static bool rescue_queue(struct heap *o, struct span *s) {
+    uint64_t m = atomic_load_explicit(&o->rescue_mask, memory_order_relaxed), bit;
+    do {
+        if (m == UINT64_MAX) return false;
+        bit = ~m & (m + 1);
+    } while (!atomic_compare_exchange_weak_explicit(&o->rescue_mask, &m, m | bit, memory_order_acquire,
+                                                    memory_order_relaxed));
+    atomic_store_explicit(&o->rescue[__builtin_ctzll(bit)], s, memory_order_release);
+    return true;
+}
+
+/* Empty from's rescue slots.  h == from (its own thread, or its exit:
+ * exiting): each slab goes back to its bin's partial list, or retires when
+ * empty.  h == NULL (the purger, from's thread gone): each goes to the
+ * abandoned lists.  True when a slab was retired. */
+static bool rescue_drain(struct heap *from, struct heap *h, bool exiting) {
+    uint64_t m = atomic_load_explicit(&from->rescue_mask, memory_order_acquire);
+    bool retired = false;
+    while (m) {
+        unsigned i = (unsigned)__builtin_ctzll(m);
+        m &= m - 1;
+        struct span *s = atomic_exchange_explicit(&from->rescue[i], NULL, memory_order_acq_rel);
+        if (!s) continue; /* its pusher has not stored it yet, or float_complete took it */
+        atomic_fetch_and_explicit(&from->rescue_mask, ~(1ull << i), memory_order_release);
+        if (!h) atomic_store_explicit(&s->owner, &heap_abandoned, memory_order_release);
+        uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
+        while (tf != SLAB_TAKEN && !atomic_compare_exchange_weak_explicit(&s->thread_free, &tf, tf & ~SLAB_TF_BITS,
+                                                                          memory_order_acq_rel, memory_order_acquire))
+            ;
+        if (tf == SLAB_TAKEN) { /* a thread's push brought every object back, and claimed them */
+            atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
+            spare_put(s);
+            continue;
+        }
+        collect(s);
+        if (!h) {
+            if (slab_used(s) == 0) {
+                spare_put(s);
+            } else {
+                objmap_set(s, NULL);
+                lf_push(&abandoned[s->cls], s, s, SPAN_NEXT);
+            }
+        } else if (slab_used(s) == 0 && !exiting) {
+            retire(h, s);
+            retired = true;
+        } else {
+            span_list_push(&h->bins[s->cls].partial, s);
+        }
+    }
+    return retired;
+}
+
+/* The push that took floating slab s's remote list (now tf) to its bar
+ * (and set SLAB_TAKEN): this thread alone decides where s goes (see
+ * obj.h).  True when s was retired (the owner's own push emptied it). */
+static __attribute__((noinline, cold)) bool slab_float_taken(struct heap *h, struct span *s, uintptr_t tf, bool exiting) {
+    struct heap *o = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (h && o == h) {
+        atomic_fetch_and_explicit(&s->thread_free, ~SLAB_TF_BITS, memory_order_acq_rel);
+        collect(s);
+        if (slab_used(s) == 0 && !exiting) {
+            retire(h, s);
+            return true;
+        }
+        span_list_push(&h->bins[s->cls].partial, s);
+        return false;
+    }
+    if (slab_remote_count(tf) == s->capacity) { /* no object in use, none on any list */
+        atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
+        spare_put(s);
+        return false;
+    }
+    if (__atomic_load_n(&o->live, __ATOMIC_ACQUIRE) && rescue_queue(o, s)) {
+        atomic_fetch_add_explicit(&floating_queued, 1, memory_order_relaxed);
+        return false;
+    }
+    float_hand_on(s); /* its owner exited, or has 64 slabs waiting */
+    return false;
+}
+
+/* This thread's push (head) brought every object of s, which a push took
+ * while it floated, back onto its remote list.  If s waits in its owner's
+ * rescue slots, take it from there (the owner may be busy elsewhere,
+ * descheduled or gone) and give it to the spare lists, where the next new
+ * slab of any thread finds it. */
+static __attribute__((noinline, cold)) void float_complete(struct span *s, uintptr_t head) {
+    struct heap *o = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (o == &heap_abandoned) return; /* handed on: an adopter or the purger takes it */
+    for (unsigned i = 0; i < RESCUE_SLOTS; i++) {
+        if (atomic_load_explicit(&o->rescue[i], memory_order_acquire) != s) continue;
+        if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &head, SLAB_TAKEN, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            return; /* its owner took it meanwhile */
+        struct span *want = s;
+        if (!atomic_compare_exchange_strong_explicit(&o->rescue[i], &want, NULL, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            return; /* its owner (or the purger) emptied the slot: it gives s away */
+        atomic_fetch_and_explicit(&o->rescue_mask, ~(1ull << i), memory_order_release);
+        atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
+        spare_put(s);
+        return;
+    }
+}
+
 /* Hand a run of one slab's objects (first .. last, linked, n of them) to
  * the slab's owner: one atomic push onto s->thread_free.  Inline: a free of
- * another thread's object is one such push of one object. */
-static inline __attribute__((always_inline)) void remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n) {
-    struct heap *owner = atomic_load_explicit(&s->owner, memory_order_acquire);
-    unsigned c = s->cls;
+ * another thread's object is one such push of one object.  True when s was
+ * retired (slab_float_taken). */
+static inline __attribute__((always_inline)) bool remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n, bool exiting) {
     uintptr_t *w = last, tag = slab_tag(last);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
+    bool take;
     do {
         w[0] = slab_link_encode(tag, slab_remote_head(old));
         head = slab_remote_push(old, first, n);
+        take = unlikely((old & SLAB_TF_BITS) == SLAB_FLOATING) && slab_remote_count(head) >= slab_float_bar(s);
+        if (take) head |= SLAB_TAKEN;
     } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
-                                                    memory_order_release, memory_order_relaxed));
-    if (old == SLAB_FULL_TAG && owner && owner != &heap_abandoned)
-        atomic_fetch_or_explicit(&owner->full_freed[c >> 6], 1ull << (c & 63),
-                                 memory_order_release);
+                                                    memory_order_acq_rel, memory_order_relaxed));
     if (h) HEAP_COUNT(h->remote_batches, 1);
+    if (unlikely(take)) return slab_float_taken(h, s, head, exiting);
+    if (unlikely(old & SLAB_TAKEN) && slab_remote_count(head) == s->capacity) float_complete(s, head);
+    return false;
 }
 
 /* Give objects of bin b's list (all of h's own slabs) back to their slabs
@@ -733,7 +841,7 @@ __attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_l
  * stays the one the next remote free is compared with. */
 static void run_push(struct heap *h) {
     if (!h->run_n) return;
-    remote_push_run(h, h->run_slab, h->run_first, h->run_last, h->run_n);
+    remote_push_run(h, h->run_slab, h->run_first, h->run_last, h->run_n, false);
     h->run_first = h->run_last = NULL;
     h->run_n = 0;
 }
@@ -771,7 +879,7 @@ void slab_remote_free(struct span *s, void *p) {
     } else {
         atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
     }
-    remote_push_run(h, s, p, p, 1);
+    remote_push_run(h, s, p, p, 1, false);
 }
 
 /* Thread exit: give every slab with live objects to the abandoned lists and
@@ -779,6 +887,7 @@ void slab_remote_free(struct span *s, void *p) {
 static void heap_abandon(struct heap *h) {
     run_flush(h);
     for (unsigned c = 0; c < NCLASSES; c++) list_flush_as(h, &h->bins[c], 0, true);
+    rescue_drain(h, h, true); /* (what other threads queue from now on, the purger takes) */
     for (unsigned c = 0; c < NCLASSES; c++) {
         struct bin *b = &h->bins[c];
         struct span *list = NULL;
@@ -790,11 +899,6 @@ static void heap_abandon(struct heap *h) {
         while (b->partial) {
             struct span *s = b->partial;
             span_list_remove(&b->partial, s);
-            span_list_push(&list, s);
-        }
-        while (b->full) {
-            struct span *s = b->full;
-            unfull(b, s);
             span_list_push(&list, s);
         }
         while (list) {
@@ -889,9 +993,26 @@ static void reclaim_emptied(unsigned budget) {
     if (budget) atomic_store_explicit(&next_class, c, memory_order_relaxed);
 }
 
+/* Slabs queued in the rescue slots of heaps whose thread exited (after it
+ * emptied them) go to the abandoned lists, up to 16 heaps per call.  A
+ * heap reused meanwhile by a new thread loses them to the abandoned lists
+ * too, which is safe (rescue_drain). */
+static void rescue_orphans(void) {
+    struct heap *dead[16];
+    unsigned n = 0;
+    lock_acquire(&heap_lock);
+    for (struct heap *h = heaps_all; h && n < 16; h = h->all_next)
+        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) &&
+            atomic_load_explicit(&h->rescue_mask, memory_order_relaxed))
+            dead[n++] = h;
+    lock_release(&heap_lock);
+    for (unsigned i = 0; i < n; i++) rescue_drain(dead[i], NULL, false);
+}
+
 /* The purger's share: every emptied abandoned slab to the spare lists, and
  * the spare slabs no thread took within a quarter of the delay back. */
 void slab_reclaim_abandoned(void) {
+    rescue_orphans();
     reclaim_emptied(0);
     spare_trim((uint64_t)opt.purge_delay_ms / 4);
 }
@@ -958,6 +1079,9 @@ void heap_counts(struct heap_counts *hc) {
         if (high > hc->slab_cache_high_peak) hc->slab_cache_high_peak = high;
     }
     lock_release(&heap_lock);
+    hc->floating_slabs_queued = atomic_load_explicit(&floating_queued, memory_order_relaxed);
+    hc->floating_slabs_handed = atomic_load_explicit(&floating_handed, memory_order_relaxed);
+    hc->floating_slabs_spared = atomic_load_explicit(&floating_spared, memory_order_relaxed);
     for (unsigned c = 0; c < NCLASSES; c++) {
         hc->small_allocs += allocs[c];
         hc->small_bytes += allocs[c] * classes[c].size;
@@ -1031,7 +1155,7 @@ static size_t check_list(const struct span *s, const void *p, uint32_t limit, ui
  * the list from one snapshot of the head stays as it is until the owner
  * collects it, every object on it is counted in used, so its length is at
  * most used, and the snapshot's count is that length. */
-static size_t check_slab(const struct heap *h, unsigned c, const struct span *s, bool on_full) {
+static size_t check_slab(const struct heap *h, unsigned c, const struct span *s) {
     size_t bad = 0;
     bad += span_kind(s) != SPAN_SLAB;
     bad += atomic_load_explicit(&s->owner, memory_order_relaxed) != h;
@@ -1045,15 +1169,10 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
     uint32_t used = slab_used(s);
     bad += used > s->capacity || (uint64_t)used + nfree + bump_objs != s->capacity;
     uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_acquire);
-    if (tf != SLAB_FULL_TAG) {
-        bad += check_list(s, slab_remote_head(tf), used, &nremote);
-        bad += nremote != slab_remote_count(tf); /* the head's count is the list's length */
-    } else {
-        bad += !on_full;
-    }
-    bad += on_full != !!(s->flags & SPAN_FULL);
-    uint32_t k = s->capacity / 8;
-    bad += s->slow_used != (on_full ? (int32_t)(s->capacity - (k ? k : 1)) : s == h->bins[c].cur ? -1 : 0);
+    bad += (tf & SLAB_TF_BITS) != 0; /* on a list of h's: not floating */
+    bad += check_list(s, slab_remote_head(tf), used, &nremote);
+    bad += nremote != slab_remote_count(tf); /* the head's count is the list's length */
+    bad += s->slow_used != (s == h->bins[c].cur ? -1 : 0);
     /* the objmap words: h's id, the class, the page, carved up to the bump
      * pointer's page (every object started below it is carved) */
     uint32_t id = h->objmap_id != OBJMAP_ID_NONE ? h->objmap_id & ~OBJMAP_CARVED : 0;
@@ -1072,20 +1191,21 @@ static size_t check_slab(const struct heap *h, unsigned c, const struct span *s,
 }
 
 /* A bin list: linked both ways, each slab valid; bounded walk. */
-static size_t check_bin_list(const struct heap *h, unsigned c, const struct span *head, bool on_full) {
+static size_t check_bin_list(const struct heap *h, unsigned c, const struct span *head) {
     size_t bad = 0;
     const struct span *prev = NULL;
     for (size_t n = 0; head; prev = head, head = head->next) {
         if (++n > ((size_t)1 << 24)) return bad + 1; /* a cycle */
         bad += head->prev != prev;
-        bad += check_slab(h, c, head, on_full);
+        bad += check_slab(h, c, head);
     }
     return bad;
 }
 
 /* Bin c's list: its high less list_room objects, each a free (tagged) object
- * of one of h's slabs of class c below its bump pointer, with no cycle; its
- * copies of the class's inv and area are the class table's. */
+ * of a slab of class c below its bump pointer (h's, or handed on while it
+ * floated), with no cycle; its copies of the class's inv and area are the
+ * class table's. */
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
     size_t bad = b->inv != classes[c].inv || b->area != classes[c].area;
     long high = h->list_high[c].high;
@@ -1094,8 +1214,7 @@ static size_t check_bin_objects(const struct heap *h, unsigned c, const struct b
     for (const void *p = b->list; p;) {
         if (++n > want) return bad + 1; /* longer than counted, or a cycle */
         const struct span *s = span_lookup((uintptr_t)p);
-        if (!s || span_kind(s) != SPAN_SLAB || atomic_load_explicit(&s->owner, memory_order_relaxed) != h ||
-            s->cls != c || !small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
+        if (!s || span_kind(s) != SPAN_SLAB || s->cls != c || !small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
             return bad + 1; /* not a free object of h's: do not read further */
         uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
         if (!slab_link_stays(d, p)) return bad + 1;
@@ -1113,11 +1232,10 @@ size_t slab_check_current(void) {
         if (b->cur == NULL) {
             bad++;
         } else if (b->cur != &span_empty) {
-            bad += check_slab(h, c, b->cur, false);
+            bad += check_slab(h, c, b->cur);
             bad += b->cur->prev != NULL || b->cur->next != NULL;
         }
-        bad += check_bin_list(h, c, b->partial, false);
-        bad += check_bin_list(h, c, b->full, true);
+        bad += check_bin_list(h, c, b->partial);
         bad += check_bin_objects(h, c, b);
     }
     bad += span_empty.free != NULL;
