@@ -21,7 +21,9 @@
  *    thread does: the owner takes it back onto its partial list; any other
  *    thread gives it to the spare lists when every object is back (no
  *    round trip through its owner, busy, descheduled or dead), otherwise
- *    to the abandoned lists, where any thread adopts it.  An object of a
+ *    to its owner's rescue slots, or, when the owner's thread exited (then
+ *    the first free takes it) or its slots are full, to the abandoned
+ *    lists, where any thread adopts it.  An object of a
  *    slab handed on may still wait on its old owner's bin list: a flush
  *    pushes it remotely (slab_put reads thread_free and the owner first);
  *  - a heap's bin list (b->list) holds only its own slabs' objects: every

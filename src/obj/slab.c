@@ -750,6 +750,13 @@ static __attribute__((noinline, cold)) void float_complete(struct span *s, uintp
     }
 }
 
+/* s floats, and its owner's thread exited: the first free takes it (to the
+ * abandoned lists, where any thread adopts it), as the exit would have
+ * had s been on a list */
+static inline bool float_owner_gone(const struct span *s) {
+    return !__atomic_load_n(&atomic_load_explicit(&s->owner, memory_order_relaxed)->live, __ATOMIC_RELAXED);
+}
+
 /* Hand a run of one slab's objects (first .. last, linked, n of them) to
  * the slab's owner: one atomic push onto s->thread_free.  Inline: a free of
  * another thread's object is one such push of one object.  True when s was
@@ -761,7 +768,8 @@ static inline __attribute__((always_inline)) bool remote_push_run(struct heap *h
     do {
         w[0] = slab_link_encode(tag, slab_remote_head(old));
         head = slab_remote_push(old, first, n);
-        take = unlikely((old & SLAB_TF_BITS) == SLAB_FLOATING) && slab_remote_count(head) >= slab_float_bar(s);
+        take = unlikely((old & SLAB_TF_BITS) == SLAB_FLOATING) &&
+               (slab_remote_count(head) >= slab_float_bar(s) || float_owner_gone(s));
         if (take) head |= SLAB_TAKEN;
     } while (!atomic_compare_exchange_weak_explicit(&s->thread_free, &old, head,
                                                     memory_order_acq_rel, memory_order_relaxed));
