@@ -26,7 +26,8 @@
  *    lists, where any thread adopts it.  An object of a
  *    slab handed on may still wait on its old owner's bin list: a flush
  *    pushes it remotely (slab_put reads thread_free and the owner first);
- *  - a heap's bin list (b->list) holds only its own slabs' objects: every
+ *  - a heap's bin list (b->list) holds only its own slabs' objects (and
+ *    those of its slabs handed on since, above): every
  *    local free pushes onto it, LIFO across slabs, and malloc pops from
  *    there first and touches no slab; an empty list is refilled with the
  *    current slab's free list (whole, or a batch of objects just carved),
@@ -161,7 +162,7 @@ void heap_big_drain(struct heap *h, long keep_pages); /* give blocks back until 
 #define RESCUE_SLOTS 64 /* a heap's rescue slots: one bit each in rescue_mask */
 #define BIG_CACHE_PAGES 64 /* the largest block a thread's cache keeps, in pages (256 KiB) */
 /* thread_free's word: the remote list's head in the low 48 bits (arenas
- * lie below 2^48) less bit 0 (SLAB_FLOATING), its length in the high 16 (a
+ * lie below 2^48) less its two low bits (SLAB_TF_BITS), its length in the high 16 (a
  * slab holds fewer than 2^16 objects: classes_init checks), so the owner
  * takes a list and its length in one exchange; a count of 0 is the empty
  * list. */
@@ -413,7 +414,9 @@ static inline bool small_is_freed(const void *p) {
  * is id | OBJMAP_CARVED (if the page ends at or below the slab's bump
  * pointer) | class << 16 | the page's index in the slab << 24; otherwise 0.
  * Only the owner writes its slabs' words (a new slab, a bump pointer that
- * moves, a slab that leaves it), each with one atomic store; heaps past
+ * moves, a slab that leaves it), each with one atomic store, but for a
+ * floating slab handed on, whose words the thread that takes it clears
+ * (the owner writes none while its slab floats); heaps past
  * OBJMAP_ID_MAX have no id and free through their spans.  So a free whose
  * word's low half equals the calling heap's objmap_id is a local free of an
  * object that was handed out (below the bump pointer), and it finds the
