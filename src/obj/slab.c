@@ -632,6 +632,27 @@ static void float_hand_on(struct span *s) {
     lf_push(&abandoned[s->cls], s, s, SPAN_NEXT);
 }
 
+/* Every object of s came back onto its remote list, which this thread
+ * claimed: the spare lists take s, for the next new slab of any thread. */
+static void float_spare(struct span *s) {
+    atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
+    spare_put(s);
+}
+
+/* s, taken back by its owner h with SLAB_TF_BITS cleared: its remote list
+ * collected, onto its bin's partial list, or retired when that emptied it
+ * (true; at exit it stays for heap_abandon to spare). */
+static bool float_take_back(struct heap *h, struct span *s, bool exiting) {
+    collect(s);
+    if (slab_used(s) == 0 && !exiting) {
+        retire(h, s);
+        return true;
+    }
+    span_list_push(&h->bins[s->cls].partial, s);
+    return false;
+}
+
 /* ---- the rescue slots ----
  * A heap's rescue[] holds its floating slabs that another thread's push
  * took (slab_float_taken); bit i of rescue_mask is set from when a pusher
@@ -657,7 +678,8 @@ static bool rescue_queue(struct heap *o, struct span *s) {
 /* Empty from's rescue slots.  h == from (its own thread, or its exit:
  * exiting): each slab goes back to its bin's partial list, or retires when
  * empty.  h == NULL (the purger, from's thread gone): each goes to the
- * abandoned lists.  True when a slab was retired. */
+ * abandoned lists (counted handed on), or to the spare lists when empty.
+ * True when a slab was retired. */
 static bool rescue_drain(struct heap *from, struct heap *h, bool exiting) {
     uint64_t m = atomic_load_explicit(&from->rescue_mask, memory_order_acquire);
     bool retired = false;
@@ -673,24 +695,13 @@ static bool rescue_drain(struct heap *from, struct heap *h, bool exiting) {
                                                                           memory_order_acq_rel, memory_order_acquire))
             ;
         if (tf == SLAB_TAKEN) { /* a thread's push brought every object back, and claimed them */
-            atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
-            atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
-            spare_put(s);
-            continue;
-        }
-        collect(s);
-        if (!h) {
-            if (slab_used(s) == 0) {
-                spare_put(s);
-            } else {
-                objmap_set(s, NULL);
-                lf_push(&abandoned[s->cls], s, s, SPAN_NEXT);
-            }
-        } else if (slab_used(s) == 0 && !exiting) {
-            retire(h, s);
-            retired = true;
+            float_spare(s);
+        } else if (h) {
+            retired |= float_take_back(h, s, exiting);
         } else {
-            span_list_push(&h->bins[s->cls].partial, s);
+            collect(s);
+            if (slab_used(s) == 0) spare_put(s);
+            else float_hand_on(s);
         }
     }
     return retired;
@@ -703,18 +714,10 @@ static __attribute__((noinline, cold)) bool slab_float_taken(struct heap *h, str
     struct heap *o = atomic_load_explicit(&s->owner, memory_order_acquire);
     if (h && o == h) {
         atomic_fetch_and_explicit(&s->thread_free, ~SLAB_TF_BITS, memory_order_acq_rel);
-        collect(s);
-        if (slab_used(s) == 0 && !exiting) {
-            retire(h, s);
-            return true;
-        }
-        span_list_push(&h->bins[s->cls].partial, s);
-        return false;
+        return float_take_back(h, s, exiting);
     }
     if (slab_remote_count(tf) == s->capacity) { /* no object in use, none on any list */
-        atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
-        spare_put(s);
+        float_spare(s);
         return false;
     }
     if (__atomic_load_n(&o->live, __ATOMIC_ACQUIRE) && rescue_queue(o, s)) {
@@ -743,9 +746,7 @@ static __attribute__((noinline, cold)) void float_complete(struct span *s, uintp
                                                      memory_order_relaxed))
             return; /* its owner (or the purger) emptied the slot: it gives s away */
         atomic_fetch_and_explicit(&o->rescue_mask, ~(1ull << i), memory_order_release);
-        atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&floating_spared, 1, memory_order_relaxed);
-        spare_put(s);
+        float_spare(s);
         return;
     }
 }
