@@ -27,9 +27,21 @@ static void *cxx_new(size_t n, size_t align, bool nothrow) {
     }
 }
 
+/* The plain operators take malloc's fast path inline (a C++ program's
+ * every new is one of them): only its miss, or a size above the small
+ * tier, calls out; a failed miss goes on to the handler loop above. */
+__attribute__((noinline)) static void *cxx_new_miss(size_t n) {
+    void *p = api_small_alloc_slow(n);
+    return likely(p) ? p : cxx_new(n, 0, false);
+}
+static inline void *cxx_new_plain(size_t n) {
+    if (likely(n <= SMALL_MAX)) return small_alloc_fast(n, cxx_new_miss);
+    return cxx_new(n, 0, false);
+}
+
 #define NEW(name, ...) EXPORT void *name
-NEW(_Znwm)(size_t n) { return cxx_new(n, 0, false); }
-NEW(_Znam)(size_t n) { return cxx_new(n, 0, false); }
+NEW(_Znwm)(size_t n) { return cxx_new_plain(n); }
+NEW(_Znam)(size_t n) { return cxx_new_plain(n); }
 NEW(_ZnwmRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
 NEW(_ZnamRKSt9nothrow_t)(size_t n, const void *nt) { (void)nt; return cxx_new(n, 0, true); }
 NEW(_ZnwmSt11align_val_t)(size_t n, size_t al) { folio_init(); return cxx_new(n, al, false); }

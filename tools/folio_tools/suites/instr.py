@@ -5,7 +5,8 @@ bench/alloc_pairs under ``valgrind --tool=callgrind`` twice, with N and 2N pairs
 tools/folio_tools/callgrind.py: (instructions(2N) - instructions(N)) / N is the cost of one
 malloc+free pair with start-up and exit cancelled (all threads counted, folio's purger
 included).  Sizes are random in the row's range from a fixed seed, the same for every
-allocator.  ``batch`` rows make 100 mallocs, then free them.  The ``loop`` row is the
+allocator.  ``batch`` rows make 100 mallocs, then free them; ``new-delete`` calls C++'s
+operator new and sized operator delete instead.  The ``loop`` row is the
 harness alone (``--dry 1``): every row includes it.  perf's hardware counters do not work on
 this machine, so valgrind it is; callgrind is about 50x slower, hence small N.
 """
@@ -45,6 +46,11 @@ def _workloads():
                 INSTR, command=_command(["--lo", str(lo), "--hi", str(hi),
                                          "--batch", str(batch)]),
                 parse=parse_result_line, reps=1, est_s=3.0))
+    out.append(Workload(
+        "new-delete-16-1k", "16 B-1 KiB, operator new then sized operator delete (a C++ program's"
+        " calls; libstdc++'s for an allocator without its own): instructions per pair",
+        INSTR, command=_command(["--lo", "16", "--hi", "1024", "--cxx", "1"]),
+        parse=parse_result_line, reps=1, est_s=3.0))
     out.append(Workload(
         "loop", "the harness alone, no malloc/free (--dry 1): included in every row",
         INSTR, command=_command(["--dry", "1"]), parse=parse_result_line, reps=1, est_s=2.0))
