@@ -58,9 +58,13 @@ static FORK_STATE struct zone {
     struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
     uint32_t odd_next;
     /* copies of counters for readers that do not take the lock */
-    _Atomic uint64_t dirty_pages_pub, free_pages_pub, chunks_pub;
+    _Atomic uint64_t dirty_pages_pub, free_pages_pub;
     _Atomic uint32_t large_orders;
     _Atomic bool over_bound; /* zone_take_over_bound's flag */
+    /* on a line of its own: it changes when the heap grows, and every
+     * large block's free and malloc read it (bigcache's small_heap), while
+     * the copies above change with nearly every hold */
+    _Alignas(CACHELINE) _Atomic uint64_t chunks_pub;
 } zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
