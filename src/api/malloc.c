@@ -432,5 +432,17 @@ EXPORT struct mallinfo mallinfo(void) {
     return m;
 }
 
+/* glibc's own names of the family: code that calls __libc_malloc to reach
+ * "the real malloc" (a hook, a library that wraps malloc) gets folio's,
+ * so a block it frees with free (or one it frees with __libc_free) is
+ * folio's: glibc's heap would hand out blocks folio's free refuses. */
+#define LIBC_NAME(name, target) EXPORT __typeof__(target) name __attribute__((alias(#target), copy(target)))
+LIBC_NAME(__libc_malloc, malloc);
+LIBC_NAME(__libc_calloc, calloc);
+LIBC_NAME(__libc_realloc, realloc);
+LIBC_NAME(__libc_free, free);
+LIBC_NAME(__libc_memalign, memalign);
+LIBC_NAME(__libc_valloc, valloc);
+LIBC_NAME(__libc_pvalloc, pvalloc);
 #endif
 
