@@ -761,6 +761,14 @@ static void note_ask(int cpu, uint32_t npages, long n) {
     if (first || !(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & asker_bit(cpu)))
         atomic_fetch_or_explicit(&depot_askers[npages], asker_bit(cpu), memory_order_relaxed);
 }
+/* wanted's test without the lock and without taking a credit (false:
+ * wanted would refuse); no read of the arrays before the first ask (their
+ * zero page) */
+static bool may_be_wanted(int cpu, uint32_t npages) {
+    return atomic_load_explicit(&depot_asked, memory_order_relaxed) &&
+           (atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & ~asker_bit(cpu)) &&
+           atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
+}
 /* a put of a span of npages from pageset cpu may wait in the depot: take
  * a credit (its shard's lock held: the only taker) */
 static bool wanted(int cpu, uint32_t npages) {
@@ -933,14 +941,20 @@ long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct spa
 void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
     /* the buddy lists get what the depot does not keep in list order (the
      * order of the drain: their next-fit and LIFO placement depend on it) */
-    struct span *bucket[DEPOT_SHARDS] = {0}, **tail[DEPOT_SHARDS], *rest = NULL, **rest_tail = &rest;
-    for (int i = 0; i < DEPOT_SHARDS; i++) tail[i] = &bucket[i];
+    struct span *bucket[DEPOT_SHARDS], **tail[DEPOT_SHARDS], *rest = NULL, **rest_tail = &rest;
+    uint32_t used = 0; /* bit i: bucket[i] and tail[i] are set */
     while (list) { /* sorted by shard outside any lock (the caller's lines), in list order */
         struct span *s = list;
         list = s->next;
         s->next = NULL;
-        if (depot_fits(s, exact) && max_pages > 0) {
+        /* a size no other pageset asked for cannot stay (wanted, below):
+         * it skips its shard's lock */
+        if (depot_fits(s, exact) && max_pages > 0 && may_be_wanted(cpu, s->npages)) {
             uint32_t i = s->npages % DEPOT_SHARDS;
+            if (!(used & 1u << i)) {
+                used |= 1u << i;
+                tail[i] = &bucket[i];
+            }
             *tail[i] = s;
             tail[i] = &s->next;
         } else {
@@ -948,8 +962,8 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
             rest_tail = &s->next;
         }
     }
-    for (int i = 0; i < DEPOT_SHARDS; i++) {
-        if (!bucket[i]) continue;
+    for (uint32_t m = used; m; m &= m - 1) {
+        int i = __builtin_ctz(m);
         struct depot_shard *h = &depot_shards[i];
         shard_lock(h);
         uint64_t now = os_now_ms(); /* under the lock: each size's slots stay in put order */
