@@ -732,10 +732,15 @@ static __attribute__((noinline, cold)) bool slab_float_taken(struct heap *h, str
  * while it floated, back onto its remote list.  If s waits in its owner's
  * rescue slots, take it from there (the owner may be busy elsewhere,
  * descheduled or gone) and give it to the spare lists, where the next new
- * slab of any thread finds it. */
+ * slab of any thread finds it.
+ * Nothing of s is this thread's any more: since the push, the owner (or
+ * the purger) may have emptied the slot, collected the objects and retired
+ * s, which may even serve again.  Its owner is then NULL (retired, spare),
+ * or a heap (heap structs are never freed) whose slots do not hold this s
+ * with this head: the compare-and-swaps below fail on what changed. */
 static __attribute__((noinline, cold)) void float_complete(struct span *s, uintptr_t head) {
     struct heap *o = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if (o == &heap_abandoned) return; /* handed on: an adopter or the purger takes it */
+    if (!o || o == &heap_abandoned) return; /* retired meanwhile; or handed on: an adopter or the purger takes it */
     for (unsigned i = 0; i < RESCUE_SLOTS; i++) {
         if (atomic_load_explicit(&o->rescue[i], memory_order_acquire) != s) continue;
         if (!atomic_compare_exchange_strong_explicit(&s->thread_free, &head, SLAB_TAKEN, memory_order_acq_rel,
