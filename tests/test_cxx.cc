@@ -291,6 +291,45 @@ static void huge_forms()
     CHECK(s.size() == 100000 && s[99999] == 'x', "std::string after bad_alloc");
 }
 
+static int throwing_calls;
+static void throw_bad_alloc()
+{
+    throwing_calls++;
+    throw std::bad_alloc();
+}
+
+// A nothrow new whose new_handler throws std::bad_alloc returns nullptr (the
+// standard's "as if it called the throwing form in a try block"): it ended
+// the process (std::terminate) before session 15.  And a nothrow new whose
+// handler releases a reserve retries, then returns nullptr once the handler
+// gives up.
+static void nothrow_with_handler()
+{
+    const std::size_t n = OPAQUE(SIZE_MAX / 4);
+    std::set_new_handler(throw_bad_alloc);
+    throwing_calls = 0;
+    CHECK(::operator new(n, std::nothrow) == nullptr, "operator new(nothrow), throwing handler");
+    CHECK(::operator new[](n, std::nothrow) == nullptr, "operator new[](nothrow), throwing handler");
+    CHECK(::operator new(n, std::align_val_t(64), std::nothrow) == nullptr,
+          "operator new(align 64, nothrow), throwing handler");
+    CHECK(::operator new[](n, std::align_val_t(64), std::nothrow) == nullptr,
+          "operator new[](align 64, nothrow), throwing handler");
+    CHECK(OPAQUE(new (std::nothrow) char[n]) == nullptr, "new (nothrow) char[], throwing handler");
+    CHECK(throwing_calls == 5, "the throwing new_handler was called %d times, want 5", throwing_calls);
+
+    reserve = std::malloc(1000);
+    handler_calls = 0;
+    std::set_new_handler(on_out_of_memory);
+    CHECK(::operator new(n, std::nothrow) == nullptr, "operator new(nothrow), releasing handler");
+    CHECK(handler_calls == 2, "the releasing new_handler was called %d times, want 2", handler_calls);
+    CHECK(reserve == nullptr, "the releasing new_handler did not run");
+    std::set_new_handler(nullptr);
+
+    void *p = ::operator new(100, std::nothrow); // and small ones still succeed
+    CHECK(p != nullptr, "operator new(100, nothrow) after the handlers");
+    ::operator delete(p);
+}
+
 static void containers_across_threads()
 {
     std::atomic<long> sum{0};
@@ -336,6 +375,7 @@ int main()
     sized_forms();
     aligned_forms();
     huge_forms();
+    nothrow_with_handler();
     containers_across_threads();
     return 0;
 }

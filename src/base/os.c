@@ -5,6 +5,7 @@
  * the kernel and leaves it zero-filled; nothing here calls malloc (these run
  * inside malloc, before constructors and inside dlsym). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -240,6 +241,10 @@ static ssize_t nc_write(int fd, const void *buf, size_t n) { return (ssize_t)sys
 static int nc_close(int fd) { return (int)syscall(SYS_close, fd); }
 
 void os_write_err(const char *s) { os_write_fd(2, s); }
+
+/* Only for a failed nothrow operator new with a new_handler (cxx.c): rare,
+ * and never inside folio's locks (dlsym may allocate). */
+void *os_next_symbol(const char *name) { return dlsym(RTLD_NEXT, name); }
 
 void os_write_fd(int fd, const char *s) {
     size_t n = strlen(s);
