@@ -1,10 +1,15 @@
 /* test_errno: impossible sizes and multiplication overflow fail with NULL and
- * errno = ENOMEM, and leave the caller's block untouched. */
+ * errno = ENOMEM, and leave the caller's block untouched.  Under the
+ * kernel's heuristic overcommit (vm.overcommit_memory 0), so does a block
+ * larger than RAM and swap together, as glibc's would be refused (folio's
+ * address space is MAP_NORESERVE, which the kernel does not check). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <malloc.h>
+#include <stdio.h>
+#include <sys/sysinfo.h>
 
 #include "check.h"
 #include "api.h"
@@ -101,6 +106,44 @@ int main(void)
         CHECK(p != NULL, "reallocarray(p, 3, 1000000) failed");
         CHECK(first_not(p, 1000000, 1) == (size_t)-1, "reallocarray lost contents");
         free(OPAQUE(p));
+    }
+
+    /* More than RAM and swap: the kernel's heuristic would refuse it. */
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = -1;
+    if (f) {
+        if (fscanf(f, "%d", &mode) != 1)
+            mode = -1;
+        fclose(f);
+    }
+    struct sysinfo si;
+    if (mode == 0 && sysinfo(&si) == 0) {
+        unsigned __int128 total = ((unsigned __int128)si.totalram + si.totalswap) * si.mem_unit;
+        const size_t over[] = {(size_t)total + ((size_t)1 << 30), (size_t)total * 2, (size_t)1 << 46};
+        for (size_t i = 0; i < sizeof over / sizeof over[0]; i++) {
+            size_t n = over[i];
+            if (n <= total)
+                continue;
+            snprintf(what, sizeof what, "malloc(%zu GiB, more than RAM + swap)", n >> 30);
+            EXPECT_ENOMEM(malloc(OPAQUE(n)), what);
+            snprintf(what, sizeof what, "calloc(1, %zu GiB)", n >> 30);
+            EXPECT_ENOMEM(calloc(1, OPAQUE(n)), what);
+            snprintf(what, sizeof what, "aligned_alloc(1 MiB, %zu GiB)", n >> 30);
+            EXPECT_ENOMEM(aligned_alloc((size_t)1 << 20, OPAQUE(n) & ~(((size_t)1 << 20) - 1)), what);
+            unsigned char *p = malloc(OPAQUE((size_t)40 << 20)); /* a huge block, grown in place or moved */
+            CHECK(p != NULL, "malloc(40 MiB)");
+            memset(p, 0x5a, (size_t)40 << 20);
+            snprintf(what, sizeof what, "realloc(40 MiB block, %zu GiB)", n >> 30);
+            EXPECT_ENOMEM(realloc(OPAQUE(p), OPAQUE(n)), what);
+            CHECK(first_not(p, (size_t)40 << 20, 0x5a) == (size_t)-1, "%s failed but damaged the block", what);
+            free(OPAQUE(p));
+        }
+        /* a quarter of RAM still maps (untouched) */
+        void *q = malloc(OPAQUE((size_t)(si.totalram * si.mem_unit / 4)));
+        CHECK(q != NULL, "malloc(RAM / 4) failed");
+        free(q);
+    } else {
+        printf("SKIP over-RAM sizes: vm.overcommit_memory is %d, not 0\n", mode);
     }
 
     /* After all those failures the allocator still works normally. */

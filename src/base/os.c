@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,6 +242,29 @@ static ssize_t nc_write(int fd, const void *buf, size_t n) { return (ssize_t)sys
 static int nc_close(int fd) { return (int)syscall(SYS_close, fd); }
 
 void os_write_err(const char *s) { os_write_fd(2, s); }
+
+/* The kernel's heuristic overcommit (vm.overcommit_memory 0, the default)
+ * refuses one mapping larger than RAM and swap together; folio's address
+ * space is reserved MAP_NORESERVE, which skips that test, so a huge block
+ * asks it here.  Mode 1 (always) refuses nothing, and under mode 2 (never)
+ * the kernel ignores MAP_NORESERVE and refuses by itself.  The mode is read
+ * at the first call (a block of at least 32 MiB), not at start. */
+bool os_overcommit_refuses(size_t bytes) {
+    static _Atomic int mode = -1;
+    int m = atomic_load_explicit(&mode, memory_order_relaxed);
+    if (m < 0) {
+        char buf[8];
+        m = os_read_file("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] >= '0' && buf[0] <= '2'
+                ? buf[0] - '0'
+                : 0;
+        atomic_store_explicit(&mode, m, memory_order_relaxed);
+    }
+    if (m != 0) return false;
+    struct sysinfo si;
+    if (sysinfo(&si) != 0) return false;
+    unsigned __int128 total = ((unsigned __int128)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
+    return bytes > total;
+}
 
 /* Only for a failed nothrow operator new with a new_handler (cxx.c): rare,
  * and never inside folio's locks (dlsym may allocate). */

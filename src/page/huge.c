@@ -535,8 +535,13 @@ static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64
     return NULL;
 }
 
+/* A block the kernel would not map for glibc either (os_overcommit_refuses):
+ * NULL and ENOMEM, not a block whose pages the OOM killer ends the process
+ * for when they are touched; below 32 MiB, no system call to ask. */
+static bool too_large(size_t n) { return n >= ((size_t)32 << 20) && os_overcommit_refuses(n); }
+
 void *huge_alloc(size_t n, size_t align, bool zero) {
-    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40)) {
+    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40) || too_large(n)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -740,6 +745,7 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
     if (h->state != HUGE_USED) os_fatal_ptr("realloc(): freed pointer", p);
     if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE) return NULL;
     size_t size = round_up(n, PAGE_SIZE), map = round_up(size, CHUNK_SIZE);
+    if (map > h->map_size && too_large(n)) return NULL; /* the caller's huge_alloc sets ENOMEM */
     if (map == h->map_size) {
         h->size = size;
         return p;
