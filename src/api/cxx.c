@@ -3,6 +3,8 @@
  * Invariant: a failed new calls the program's new_handler, else throws
  * std::bad_alloc through libstdc++ when it is loaded (it is, in any C++
  * program); the nothrow forms return NULL, also when the handler throws. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "api_layer.h"
@@ -16,10 +18,8 @@ extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
  * catch it.  The next definition of the same operator (libstdc++'s, loaded
  * in a program that installs a handler) does exactly that around the
  * throwing operator, which is folio's: it retries and calls the handler as
- * below.  NULL: there is none (the handler is called here, as before). */
-static void *cxx_nothrow_next(const char *name, size_t n, size_t align) {
-    void *next = os_next_symbol(name);
-    if (!next) return NULL;
+ * below.  Without one (dlsym finds none) the handler is called here. */
+static void *cxx_nothrow_next(void *next, size_t n, size_t align) {
     static const char nothrow_tag = 0; /* std::nothrow's stand-in: an empty struct, never read */
     if (align <= MIN_ALIGN) return ((void *(*)(size_t, const void *))next)(n, &nothrow_tag);
     return ((void *(*)(size_t, size_t, const void *))next)(n, align, &nothrow_tag);
@@ -31,7 +31,8 @@ static void *cxx_new(size_t n, size_t align, const char *nothrow) {
         void *p = align <= MIN_ALIGN ? API(malloc)(n) : api_aligned(align, n);
         if (likely(p)) return p;
         void (*handler)(void) = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-        if (handler && nothrow && os_next_symbol(nothrow)) return cxx_nothrow_next(nothrow, n, align);
+        void *next = handler && nothrow ? dlsym(RTLD_NEXT, nothrow) : NULL; /* may allocate: no lock held */
+        if (next) return cxx_nothrow_next(next, n, align);
         if (handler) {
             handler();
             continue;

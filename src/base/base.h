@@ -49,7 +49,6 @@ void os_futex_wait(_Atomic int *addr, int val);
 void os_futex_wake(_Atomic int *addr, int n);
 void os_write_err(const char *s);
 bool os_overcommit_refuses(size_t bytes); /* the kernel's heuristic overcommit would refuse one mapping this large */
-void *os_next_symbol(const char *name); /* the next definition of name after folio's (dlsym RTLD_NEXT), or NULL */
 void os_write_fd(int fd, const char *s);
 _Noreturn void os_fatal_ptr(const char *what, const void *p);
 uint64_t os_random_seed(void);

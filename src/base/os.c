@@ -5,7 +5,6 @@
  * the kernel and leaves it zero-filled; nothing here calls malloc (these run
  * inside malloc, before constructors and inside dlsym). */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -265,10 +264,6 @@ bool os_overcommit_refuses(size_t bytes) {
     unsigned __int128 total = ((unsigned __int128)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
     return bytes > total;
 }
-
-/* Only for a failed nothrow operator new with a new_handler (cxx.c): rare,
- * and never inside folio's locks (dlsym may allocate). */
-void *os_next_symbol(const char *name) { return dlsym(RTLD_NEXT, name); }
 
 void os_write_fd(int fd, const char *s) {
     size_t n = strlen(s);
