@@ -537,11 +537,12 @@ static struct huge *slot_alloc(struct shard *s, size_t map, size_t align, uint64
 
 /* A block the kernel would not map for glibc either (os_overcommit_refuses):
  * NULL and ENOMEM, not a block whose pages the OOM killer ends the process
- * for when they are touched; below 32 MiB, no system call to ask. */
+ * for when they are touched; below 32 MiB, no system call to ask, and a
+ * block of a size reused from a slot passed when it was first made. */
 static bool too_large(size_t n) { return n >= ((size_t)32 << 20) && os_overcommit_refuses(n); }
 
 void *huge_alloc(size_t n, size_t align, bool zero) {
-    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40) || too_large(n)) {
+    if (n > PTRDIFF_MAX - 2 * CHUNK_SIZE || align > ((size_t)1 << 40)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -550,6 +551,10 @@ void *huge_alloc(size_t n, size_t align, bool zero) {
     bool zeroed = false;
     uint64_t freed_at = 0;
     struct huge *h = slot_alloc(&shards[(unsigned)os_cpu() & (HUGE_SHARDS - 1)], map, align ? align : 1, &freed_at);
+    if (!h && too_large(n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
     if (!h) h = take_any(map, align, &zeroed, &freed_at);
     if (!h) { /* a mapping failed: give address space back, retry once */
         as_reclaim();
