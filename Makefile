@@ -92,9 +92,9 @@ $(BUILD)/tests/test_%: tests/test_%.cc $(BUILD)/libfolio.so | $(BUILD)/tests
 # unit tests see folio's internals (static library, private headers)
 $(BUILD)/tests/test_unit_%: tests/unit/test_%.c tests/unit/unit.h $(BUILD)/libfolio-test.a $(HDRS) | $(BUILD)/tests
 	$(CC) $(TESTCFLAGS) -DFOLIO_TEST_HOOKS $(LAYERS:%=-Isrc/%) $< -o $@ $(BUILD)/libfolio-test.a
-$(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h) | $(BUILD)/tests-san
+$(BUILD)/tests-san/test_%: tests/test_%.c $(BUILD)/libfolio-san.a $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests-san
 	$(CC) $(TESTCFLAGS) $(SANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-san.a -ldl
-$(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h) | $(BUILD)/tests-tsan
+$(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests-tsan
 	$(CC) $(TESTCFLAGS) $(TSANFLAGS) -DFOLIO_PREFIX $< -o $@ $(BUILD)/libfolio-tsan.a -ldl
 $(BUILD)/tests-debug/test_%: tests/test_%.c $(BUILD)/libfolio-debug.a $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests-debug
 	$(CC) $(TESTCFLAGS) $< -o $@ $(BUILD)/libfolio-debug.a -ldl

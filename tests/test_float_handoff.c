@@ -30,6 +30,7 @@
 
 #include "check.h"
 #include "api.h"
+#include "support/race_objects.h"
 
 #ifdef FOLIO_TEST_GLIBC
 int main(void)
@@ -112,14 +113,7 @@ static pthread_barrier_t race_start;
 
 static void *race_owner(void *arg)
 {
-    unsigned seed = (unsigned)(uintptr_t)arg;
-    for (int i = 0; i < RACE; i++) {
-        seed = seed * 1103515245u + 12345u;
-        size_t n = 16 + (seed >> 8) % 2033;
-        race_objs[i] = malloc(n);
-        CHECK(race_objs[i] != NULL, "malloc");
-        memset(race_objs[i], 3, n < 64 ? n : 64);
-    }
+    malloc_race_objects(race_objs, RACE, (unsigned)(uintptr_t)arg);
     pthread_barrier_wait(&race_start); /* then exit while the others free */
     return NULL;
 }

@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "api.h"
+#include "support/race_objects.h"
 
 enum { RACE = 4000, FREERS = 3, CHILDREN = 4 };
 #if defined(__SANITIZE_THREAD__)
@@ -40,14 +41,7 @@ static pthread_barrier_t start;
 
 static void *owner(void *arg)
 {
-    unsigned seed = (unsigned)(uintptr_t)arg;
-    for (int i = 0; i < RACE; i++) {
-        seed = seed * 1103515245u + 12345u;
-        size_t n = 16 + (seed >> 8) % 2033;
-        objs[i] = malloc(n);
-        CHECK(objs[i] != NULL, "malloc(%zu)", n);
-        memset(objs[i], 3, 16);
-    }
+    unsigned seed = malloc_race_objects(objs, RACE, (unsigned)(uintptr_t)arg);
     pthread_barrier_wait(&start);
     if (seed & 1) /* sometimes alive a little longer: it drains its rescue slots itself */
         for (int i = 0; i < 2000; i++)
