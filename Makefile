@@ -62,13 +62,14 @@ $(BUILD)/obj-test/%.o: src/%.c $(HDRS)
 
 # the soname carries the major version (install.mk installs libfolio.so.$(VERSION)
 # and its links); build/libfolio.so.$(SOVERSION) lets programs linked here run
-# mk/layout.ld: the code a small program runs first, big tables last (start-up cost)
+# mk/layout.ld: the code a small program runs first, big tables last (start-up cost);
+# max-page-size: segments aligned to the kernel's 64 KiB fault-around windows (see there)
 # -Bsymbolic-functions: folio's own calls of its exported functions (new's
 # malloc, delete's free, realloc's) are direct jumps, not through the PLT; a
 # program that interposes malloc over folio's does not use folio anyway
 $(BUILD)/libfolio.so: $(OBJS) mk/layout.ld Makefile
 	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined \
-	    -Wl,-Bsymbolic-functions -Wl,-T,mk/layout.ld
+	    -Wl,-Bsymbolic-functions -Wl,-T,mk/layout.ld -Wl,-z,max-page-size=0x10000
 	ln -sf libfolio.so $(BUILD)/libfolio.so.$(SOVERSION)
 $(BUILD)/libfolio.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $(OBJS)
