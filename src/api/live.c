@@ -47,7 +47,8 @@ static FORK_STATE int file_pid;  /* the process whose file exists, 0: none */
 static char file_path[40];
 static FORK_STATE _Atomic uint64_t due_ms;  /* the next write, not before */
 static FORK_STATE _Atomic int busy;         /* a publisher is at work */
-static _Atomic int ended;        /* exit: the file is gone, never make another */
+static FORK_STATE _Atomic int ended; /* exit: the file is gone, never make another (on the
+                                       * page a fork child copies anyway: its exit copies no other) */
 static char text[64 * 1024];
 
 static void path_of(int pid, char out[40]) {
