@@ -20,7 +20,14 @@
  *  - a process writes only its own file: a fork child forgets the parent's
  *    (live_after_fork_child) and, like any process, publishes its own once
  *    it has run a second; the pid is checked again before each write, for
- *    children made without the fork handlers. */
+ *    children made without the fork handlers;
+ *  - a file outlives its process only until the next folio process makes
+ *    its own: a process that ended without exit handlers (killed, _exit, an
+ *    exec into a program without folio) cannot remove its file, so each new
+ *    file's maker removes those of pids that no longer exist, once nobody
+ *    has written them for STALE_AFTER_S (a live publisher rewrites its file
+ *    every second: a file of a process in another pid namespace that shares
+ *    this /dev/shm stays); a file of a pid reused since is left alone. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,11 +58,36 @@ static FORK_STATE _Atomic int ended; /* exit: the file is gone, never make anoth
                                        * page a fork child copies anyway: its exit copies no other) */
 static char text[64 * 1024];
 
+#define LIVE_DIR "/dev/shm/"
+#define LIVE_PREFIX "folio."
+#define STALE_AFTER_S 60
+#define SWEEP_MAX 4096 /* directory entries looked at: the sweep's cost is bounded */
+
 static void path_of(int pid, char out[40]) {
     char num[24];
-    strcpy(out, "/dev/shm/folio.");
+    strcpy(out, LIVE_DIR LIVE_PREFIX);
     strcat(out, u64_text(num, (uint64_t)pid));
 }
+
+/* LIVE_PREFIX followed by a pid, and nothing else: the pid, else 0 */
+static int pid_in_name(const char *name) {
+    if (strncmp(name, LIVE_PREFIX, sizeof LIVE_PREFIX - 1) != 0) return 0;
+    const char *d = name + sizeof LIVE_PREFIX - 1;
+    long pid = 0;
+    for (; *d >= '0' && *d <= '9' && pid < (1l << 31); d++) pid = pid * 10 + (*d - '0');
+    return !*d && pid > 0 && pid < (1l << 31) ? (int)pid : 0;
+}
+
+static bool sweep_one(const char *name, void *self) {
+    int pid = pid_in_name(name);
+    if (!pid || pid == *(int *)self || os_pid_exists(pid)) return true;
+    char path[40];
+    path_of(pid, path);
+    if (os_file_age_s(path) >= STALE_AFTER_S) os_file_unlink(path);
+    return true;
+}
+
+static void sweep_stale(int self) { os_dir_each(LIVE_DIR, SWEEP_MAX, sweep_one, &self); }
 
 /* the report: a fixed part (its clearing table included) and a line per
  * pageset, with room to spare */
@@ -76,6 +108,7 @@ static void publish(void) {
         head.pid = (uint64_t)pid;
         head.interval_ms = LIVE_INTERVAL_MS;
         head.size = size;
+        sweep_stale(pid); /* first: their room may be what this file needs */
     }
     int fd = os_file_open(file_path, create, size);
     if (fd < 0) {

@@ -82,6 +82,11 @@ struct os_file_id {
 bool os_file_id(int fd, struct os_file_id *id);
 bool os_file_is(int fd, const struct os_file_id *id);
 void os_file_unlink(const char *path);
+/* fn(name, ctx) for each entry of dir but . and .., until fn returns false
+ * or after max entries (-1: all); false: dir could not be read */
+bool os_dir_each(const char *dir, int max, bool (*fn)(const char *name, void *ctx), void *ctx);
+bool os_pid_exists(int pid);             /* false only when no process has that pid */
+int64_t os_file_age_s(const char *path); /* seconds since it was last written; -1: none */
 extern _Atomic size_t os_mapped_bytes, os_peak_mapped_bytes;
 extern _Atomic uint64_t os_map_failures;
 /* the mmap family's calls, by kind, since start (folio makes no mprotect) */

@@ -475,6 +475,29 @@ static bool listed(const _Atomic int *tids, int n, int tid) {
  * reaped; only the main thread stays, as a zombie, after it exits while
  * others run.  So more than one thread beyond tids is enough to say yes
  * without reading each thread's state. */
+struct task_walk {
+    const _Atomic int *tids;
+    int n;
+    char *buf;
+    size_t len;
+    int alive;
+};
+static bool task_alive(const char *name, void *ctx) {
+    struct task_walk *w = ctx;
+    if (name[0] < '0' || name[0] > '9') return true;
+    int tid = atoi(name);
+    if (listed(w->tids, w->n, tid)) return true;
+    char path[64] = "/proc/self/task/";
+    size_t len = strlen(path), k = strlen(name);
+    if (k > 20) return true;
+    memcpy(path + len, name, k);
+    strcpy(path + len + k, "/stat");
+    if (!os_read_file(path, w->buf, w->len)) return true; /* reaped meanwhile */
+    char st = stat_state(w->buf);
+    w->alive = st != 'Z' && st != 'X' && st != 'x';
+    return !w->alive;
+}
+
 int os_other_threads_alive(const _Atomic int *tids, int n) {
     char buf[1024];
     if (!os_read_file("/proc/self/stat", buf, sizeof buf)) return -1;
@@ -491,37 +514,9 @@ int os_other_threads_alive(const _Atomic int *tids, int n) {
     int ours = 0;
     for (int i = 0; i < n; i++) ours += atomic_load_explicit(&tids[i], memory_order_relaxed) != 0;
     if (threads >= ours + 2) return 1;
-    int fd = nc_open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    int alive = 0;
-    char dents[2048];
-    long got;
-    while (!alive && (got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
-        for (long off = 0; off < got && !alive;) {
-            struct {
-                uint64_t ino;
-                int64_t off;
-                unsigned short reclen;
-                unsigned char type;
-                char name[];
-            } *d = (void *)(dents + off);
-            off += d->reclen;
-            if (d->name[0] < '0' || d->name[0] > '9') continue;
-            int tid = atoi(d->name);
-            if (listed(tids, n, tid)) continue;
-            char path[64] = "/proc/self/task/";
-            size_t len = strlen(path), k = strlen(d->name);
-            if (k > 20) continue;
-            memcpy(path + len, d->name, k);
-            strcpy(path + len + k, "/stat");
-            if (!os_read_file(path, buf, sizeof buf)) continue; /* reaped meanwhile */
-            char st = stat_state(buf);
-            alive = st != 'Z' && st != 'X' && st != 'x';
-        }
-    }
-    nc_close(fd);
-    if (got < 0) return -1;
-    return alive;
+    struct task_walk w = {tids, n, buf, sizeof buf, 0};
+    if (!os_dir_each("/proc/self/task", -1, task_alive, &w)) return -1;
+    return w.alive;
 }
 
 /* The live statistics' file (api/live.c), read by other processes: written
@@ -577,6 +572,44 @@ bool os_file_is(int fd, const struct os_file_id *id) {
     return os_file_id(fd, &now) && now.dev == id->dev && now.ino == id->ino;
 }
 void os_file_unlink(const char *path) { unlink(path); }
+
+/* getdents64 into a buffer on the stack: no malloc (opendir's), no lock. */
+bool os_dir_each(const char *dir, int max, bool (*fn)(const char *name, void *ctx), void *ctx) {
+    int fd = nc_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0) return false;
+    char dents[2048];
+    long got;
+    bool more = true;
+    while (more && (got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
+        for (long off = 0; off < got && more;) {
+            struct {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (void *)(dents + off);
+            off += d->reclen;
+            if (d->name[0] == '.' && (!d->name[1] || (d->name[1] == '.' && !d->name[2]))) continue;
+            if (max >= 0 && max-- == 0) more = false;
+            else more = fn(d->name, ctx);
+        }
+    }
+    nc_close(fd);
+    return got >= 0 || !more;
+}
+
+/* kill(pid, 0): ESRCH is the only answer that means no such process (EPERM:
+ * one of another user's) */
+bool os_pid_exists(int pid) { return syscall(SYS_kill, pid, 0) == 0 || errno != ESRCH; }
+
+int64_t os_file_age_s(const char *path) {
+    struct stat st;
+    if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0) return -1;
+    struct timespec now;
+    if (syscall(SYS_clock_gettime, CLOCK_REALTIME, &now) != 0) return -1;
+    return (int64_t)now.tv_sec - (int64_t)st.st_mtim.tv_sec;
+}
 
 /* ---- transparent huge pages ---- */
 

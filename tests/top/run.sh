@@ -12,7 +12,8 @@
 #    watched, and the library removed its file at exit;
 #  - it exits 1 with a message on a pid that does not run folio, one that
 #    does not exist, and one that runs folio with FOLIO_LIVE=0 (no file);
-#  - a killed process's file is removed by `folio top` (no pid).
+#  - a killed process's file is removed by `folio top` (no pid), and by the
+#    next folio process that makes its own file.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FOLIO=$ROOT/folio
@@ -151,6 +152,42 @@ if [ -e "/dev/shm/folio.$victim" ]; then
 else
     fail "no /dev/shm/folio.$victim within 4 s of the start of a folio process"
 fi
+
+# 5. the next folio process to make its file removes the files of processes
+# that ended without exit handlers (a dead pid, written a minute ago or more),
+# and keeps those of live pids, recent ones, and names not of the form
+true &
+dead=$!
+wait "$dead"
+sleep 60 &
+plain=$!
+pids+=("$plain")
+for f in "folio.$dead" "folio.$plain" "folio.${dead}x"; do
+    echo stale >"/dev/shm/$f"
+    touch -d '2 minutes ago' "/dev/shm/$f"
+done
+true &
+recent=$!
+wait "$recent"
+echo stale >"/dev/shm/folio.$recent"
+LD_PRELOAD=$LIB python3 "$W" "$TMP/stop" &
+maker=$!
+pids+=("$maker")
+for _ in $(seq 40); do [ -e "/dev/shm/folio.$maker" ] && break; sleep 0.1; done
+[ -e "/dev/shm/folio.$maker" ] || fail "no /dev/shm/folio.$maker within 4 s of the start of a folio process"
+[ -e "/dev/shm/folio.$dead" ] && fail "/dev/shm/folio.$dead (dead pid, 2 minutes old) left by a new file's maker" ||
+    ok "a new file's maker removed the stale file of dead pid $dead"
+left=0
+for f in "folio.$plain" "folio.${dead}x" "folio.$recent"; do
+    [ -e "/dev/shm/$f" ] || { fail "a new file's maker removed /dev/shm/$f"; left=1; }
+done
+[ $left -eq 0 ] && ok "it kept the files of a live pid, a recent one and another name"
+touch "$TMP/stop"
+wait "$maker"
+kill "$plain"
+wait "$plain" 2>/dev/null
+rm -f "/dev/shm/folio.$plain" "/dev/shm/folio.${dead}x" "/dev/shm/folio.$recent" "/dev/shm/folio.$dead"
+rm -f "$TMP/stop"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "top: all checks passed"
