@@ -232,6 +232,10 @@ def measure_run(workload, alloc, quick, timeout, scratch, report_wanted=True):
         rec["error"] = f"no {workload.metric.key} in the output"
     elif isinstance(lib, str) and not alloc.loaded(lib):
         rec["error"] = f"malloc came from {lib}, not {alloc.name}: preload failed?"
+    elif "from LD_PRELOAD cannot be preloaded" in stderr:
+        # ld.so's word that a process (one preload_exec started, which
+        # reports the library it hands on, not one it loaded) ran without it
+        rec["error"] = f"{alloc.name} could not be preloaded: {stderr.strip().splitlines()[0]}"
     else:
         rec["ok"] = True
     return rec

@@ -18,7 +18,9 @@ Three tables:
   the interpreter itself, not the shell shim), ``git status`` in the repository, ``gcc -c`` of a
   small file, ``ls -l /usr/bin``: peak RSS and minor faults against glibc, so
   that the small end never regresses.  Each starts through bench/preload_exec
-  (same pid: the runner's wait4 measures the program and its children).
+  (same pid: the runner's wait4 measures the program and its children; a
+  static program, so that the allocator's start-up is counted once, the
+  program's).
 
 mimalloc 3.4.3 from ../shared/anchors/ runs too when it is there.  The
 2 GiB heaps need about 2.2 GiB free per run.

@@ -8,8 +8,9 @@ and the page cache.  Each run then deletes the object files of the target
 directories (not timed) and times ``make -jN DIRS`` (N = ``FOLIO_KBUILD_JOBS``,
 default 2) with the allocator under test in LD_PRELOAD, so that make, the
 shells, gcc, cc1, as, ld and the kernel's own helpers all run on it.  The
-command starts with bench/preload_exec, which prints which library provides
-malloc and then becomes make (same pid: the runner's wait4 measures the whole
+command starts with bench/preload_exec (static: it does not load the
+allocator itself), which prints which library make will load and then becomes
+make (same pid: the runner's wait4 measures the whole
 build, children included).  Figures: real (wall), user and sys time as in seed
 001's table, peak RSS (the largest process).  Full run only.
 
