@@ -471,10 +471,7 @@ static bool listed(const _Atomic int *tids, int n, int tid) {
     return false;
 }
 
-/* Threads count in /proc/self/stat's num_threads (field 20) until they are
- * reaped; only the main thread stays, as a zombie, after it exits while
- * others run.  So more than one thread beyond tids is enough to say yes
- * without reading each thread's state. */
+/* one entry of /proc/self/task: stops the walk at a live thread not in tids */
 struct task_walk {
     const _Atomic int *tids;
     int n;
@@ -498,6 +495,10 @@ static bool task_alive(const char *name, void *ctx) {
     return !w->alive;
 }
 
+/* Threads count in /proc/self/stat's num_threads (field 20) until they are
+ * reaped; only the main thread stays, as a zombie, after it exits while
+ * others run.  So more than one thread beyond tids is enough to say yes
+ * without reading each thread's state. */
 int os_other_threads_alive(const _Atomic int *tids, int n) {
     char buf[1024];
     if (!os_read_file("/proc/self/stat", buf, sizeof buf)) return -1;
