@@ -138,8 +138,10 @@ static void publish(void) {
     if (os_file_is(fd, &id)) os_file_close(fd);
 }
 
+static FORK_STATE _Atomic int dropped; /* drop_file ran: busy stays taken from then on */
 static void drop_file(void) {
     if (file_pid && file_pid == os_getpid()) os_file_unlink(file_path);
+    atomic_store(&dropped, 1);
 }
 
 static FORK_STATE bool enabled;
@@ -182,10 +184,21 @@ void live_tick(uint64_t now) {
     if (atomic_load(&ended) && !atomic_exchange(&busy, 1)) drop_file();
 }
 
-/* The file goes, and no other file is made: busy stays taken. */
+/* The file goes, and no other file is made: busy stays taken.  A
+ * publisher at work when exit comes (the purger, another thread)
+ * removes the file once it is done, but the process may end before it gets
+ * there: nothing waits for the purger.  So exit waits for it, a little
+ * (a write takes well under a millisecond; a publisher this thread
+ * interrupted, from a signal handler, is never done: EXIT_WAIT_MS bounds
+ * that). */
+#define EXIT_WAIT_MS 50
 void live_exit(void) {
     atomic_store(&ended, 1);
-    if (!atomic_exchange(&busy, 1)) drop_file();
+    for (int ms = 0; atomic_exchange(&busy, 1); ms++) {
+        if (atomic_load(&dropped) || ms == EXIT_WAIT_MS) return;
+        os_futex_wait_ms(&busy, 1, 1);
+    }
+    drop_file();
 }
 
 /* The parent's file is the parent's: this process publishes its own from
@@ -194,5 +207,6 @@ void live_after_fork_child(void) {
     file_pid = 0;
     prepared = false; /* the parent's pages are shared copy-on-write: written again, they fault */
     atomic_store(&busy, 0);
+    atomic_store(&dropped, 0);
     live_init();
 }

@@ -770,6 +770,10 @@ static inline bool float_owner_gone(const struct span *s) {
 static inline __attribute__((always_inline)) bool remote_push_run(struct heap *h, struct span *s, void *first, void *last, uint32_t n, bool exiting) {
     uintptr_t *w = last, tag = slab_tag(last);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed), head;
+    /* read while these n objects are out: until the push s cannot be
+     * retired; after it, its owner may retire it and another thread make it
+     * a new slab (slab_new writes capacity) */
+    uint32_t capacity = s->capacity;
     bool take;
     do {
         w[0] = slab_link_encode(tag, slab_remote_head(old));
@@ -781,7 +785,7 @@ static inline __attribute__((always_inline)) bool remote_push_run(struct heap *h
                                                     memory_order_acq_rel, memory_order_relaxed));
     if (h) HEAP_COUNT(h->remote_batches, 1);
     if (unlikely(take)) return slab_float_taken(h, s, head, exiting);
-    if (unlikely(old & SLAB_TAKEN) && slab_remote_count(head) == s->capacity) float_complete(s, head);
+    if (unlikely(old & SLAB_TAKEN) && slab_remote_count(head) == capacity) float_complete(s, head);
     return false;
 }
 
