@@ -67,8 +67,9 @@ $(BUILD)/obj-test/%.o: src/%.c $(HDRS)
 # -Bsymbolic-functions: folio's own calls of its exported functions (new's
 # malloc, delete's free, realloc's) are direct jumps, not through the PLT; a
 # program that interposes malloc over folio's does not use folio anyway
+# -z nodelete: a dlclose never unmaps the allocator of the process's blocks
 $(BUILD)/libfolio.so: $(OBJS) mk/layout.ld Makefile
-	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,--no-undefined \
+	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined \
 	    -Wl,-Bsymbolic-functions -Wl,-T,mk/layout.ld -Wl,-z,max-page-size=0x10000
 	ln -sf libfolio.so $(BUILD)/libfolio.so.$(SOVERSION)
 $(BUILD)/libfolio.a: $(OBJS)

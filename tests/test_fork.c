@@ -13,9 +13,14 @@
  *               where no thread is ever made before the forks: glibc's
  *               __libc_single_threaded is true and folio takes no lock
  *               around them; the main thread forks with blocks of every
- *               kind live, each child does what busy's children do
+ *               kind live, each child does what busy's children do; and
+ *               a child of such a fork finds that folio's handlers wrote
+ *               none of libfolio.so's pages (none is its own yet in
+ *               /proc/self/pagemap), so that a shell's subshells and a
+ *               fork before exec copy none of them
  *
  * A child that deadlocks is killed by alarm() and fails the test. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -27,6 +32,8 @@
 #include <sys/single_threaded.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <link.h>
 
 #include "check.h"
 #include "api.h"
@@ -328,8 +335,71 @@ static void spawn_test(void)
         pthread_join(t[i], NULL);
     atomic_store(&bg_stop, 0);
 }
+/* libfolio.so's writable segment (data, bss), when folio is that library */
+struct span_of_lib {
+    uintptr_t lo, hi;
+};
+static int find_folio_rw(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct span_of_lib *s = arg;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "libfolio"))
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
+            s->lo = info->dlpi_addr + ph->p_vaddr;
+            s->hi = s->lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+/* pages of [lo, hi) present and mapped by this process alone (pagemap bits
+ * 63 and 56): after a fork, the pages one side wrote since */
+static int own_pages(uintptr_t lo, uintptr_t hi)
+{
+    int fd = open("/proc/self/pagemap", O_RDONLY), n = 0;
+    if (fd < 0)
+        return -1;
+    for (uintptr_t p = lo & ~(uintptr_t)4095; p < hi; p += 4096) {
+        uint64_t e;
+        if (pread(fd, &e, sizeof e, (off_t)(p / 4096 * sizeof e)) != sizeof e)
+            n = -1;
+        else if (n >= 0 && (e >> 63 & 1) && (e >> 56 & 1))
+            n++;
+    }
+    close(fd);
+    return n;
+}
+/* The parent waits at once (it writes nothing meanwhile); the child, before
+ * it allocates, counts the pages of libfolio.so it has of its own. */
+static void quiet_fork_test(void)
+{
+    struct span_of_lib s = {0, 0};
+    if (!dl_iterate_phdr(find_folio_rw, &s)) {
+        NOTE("quiet fork: folio is not a shared library here, skipped");
+        return;
+    }
+    void *keep = malloc(100); /* a heap in use, as a shell's */
+    CHECK(keep != NULL, "malloc");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork (quiet)");
+    if (pid == 0) {
+        int n = own_pages(s.lo, s.hi);
+        _exit(n == 0 ? 0 : n < 0 ? 3 : 10 + (n > 100 ? 100 : n));
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 3, "quiet fork: the child could not read its pagemap");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "quiet fork: folio's fork handlers wrote %d of libfolio.so's pages in the child", WEXITSTATUS(st) - 10);
+    free(keep);
+}
+
 static void single_test(void)
 {
+    quiet_fork_test();
     rng_t r;
     rng_seed(&r, 4242);
     int single = 0;

@@ -20,6 +20,7 @@ void folio_free(void *p);
 void folio_init(void);
 void api_visit_locks(lock_visit_fn *fn, void *ctx); /* every folio lock (init.c) */
 extern _Atomic int folio_ready;
+bool api_single_threaded(void); /* glibc says this process has one thread (else false: unknown) */
 
 /* The live statistics for `folio top` (live.c, FOLIO_LIVE): written from
  * the tick and the purger at most once a second, with no lock held. */

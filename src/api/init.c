@@ -70,13 +70,19 @@ void api_visit_locks(lock_visit_fn *fn, void *ctx) {
  * the parent and the child handlers act on. */
 static FORK_STATE bool fork_locked;
 
-static void fork_prepare(void) {
+bool api_single_threaded(void) {
 #ifdef HAVE_SINGLE_THREADED
-    if (__libc_single_threaded) {
+    return __libc_single_threaded;
+#else
+    return false;
+#endif
+}
+
+static void fork_prepare(void) {
+    if (api_single_threaded()) {
         if (fork_locked) fork_locked = false;
         return;
     }
-#endif
     fork_locked = true;
     lock_acquire(&init_lock);
     clear_lock_all();

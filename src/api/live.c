@@ -17,10 +17,10 @@
  *  - the file is written with pwrite and never mapped (os_file_*): no call
  *    here takes the kernel's mmap lock for writing, so a process's first
  *    second, when the file is made, is no different from its steady state;
- *  - a process writes only its own file: a fork child forgets the parent's
- *    (live_after_fork_child) and, like any process, publishes its own once
- *    it has run a second; the pid is checked again before each write, for
- *    children made without the fork handlers;
+ *  - a process writes only its own file: the pid is checked before each
+ *    write, and a fork child, seeing that the file and the schedule were
+ *    its parent's, publishes its own once it has run a second from its
+ *    first due tick on;
  *  - a file outlives its process only until the next folio process makes
  *    its own: a process that ended without exit handlers (killed, _exit, an
  *    exec into a program without folio) cannot remove its file, so each new
@@ -53,9 +53,9 @@ static struct live_head head; /* what the file's header says (the publisher's) *
 static FORK_STATE int file_pid;  /* the process whose file exists, 0: none */
 static char file_path[40];
 static FORK_STATE _Atomic uint64_t due_ms;  /* the next write, not before */
+static FORK_STATE int clock_pid;            /* the process due_ms counts for (0: none yet) */
 static FORK_STATE _Atomic int busy;         /* a publisher is at work */
-static FORK_STATE _Atomic int ended; /* exit: the file is gone, never make another (on the
-                                       * page a fork child copies anyway: its exit copies no other) */
+static FORK_STATE _Atomic int ended; /* exit: the file is gone, never make another */
 static char text[64 * 1024];
 
 #define LIVE_DIR "/dev/shm/"
@@ -98,7 +98,11 @@ static size_t size_needed(void) {
 
 static void publish(void) {
     int pid = os_getpid();
-    if (file_pid != pid) file_pid = 0; /* a child the fork handler did not see */
+    if (file_pid != pid) file_pid = 0; /* a fork child: the file is its parent's */
+    if (clock_pid != pid) { /* its first tick (or a fork child's: the schedule was its parent's) */
+        clock_pid = pid;    /* its first second starts now: the tick has set due_ms a second ahead */
+        return;
+    }
     bool create = !file_pid;
     size_t size = size_needed();
     if (create) {
@@ -145,7 +149,7 @@ static void drop_file(void) {
 }
 
 static FORK_STATE bool enabled;
-static FORK_STATE bool prepared; /* live_prepare ran in this process */
+static FORK_STATE bool prepared; /* live_prepare ran in this process (or its parent: the text is shared) */
 
 /* The purger is about to start (a program that freed 2 MiB or more, in its
  * warm-up), in the thread that starts it, so that it is done before that
@@ -164,10 +168,10 @@ void live_prepare(void) {
     if (atomic_load(&ended) && !atomic_exchange(&busy, 1)) drop_file(); /* as live_tick */
 }
 
-void live_init(void) {
-    enabled = opt.live != 0;
-    atomic_store(&due_ms, os_now_ms() + LIVE_INTERVAL_MS);
-}
+/* The schedule starts at the process's first tick (due_ms 0: due), whose
+ * publish only records the pid (clock_pid): no clock or pid is read at
+ * start, and a process that never ticks reads neither. */
+void live_init(void) { enabled = opt.live != 0; }
 
 void live_tick(uint64_t now) {
     if (!enabled) return;
@@ -193,6 +197,14 @@ void live_tick(uint64_t now) {
  * that). */
 #define EXIT_WAIT_MS 50
 void live_exit(void) {
+    /* A process (or fork child) before its first tick, with no other
+     * thread: it has no file, and cannot make one before its exit is over
+     * unless a later exit handler allocates across two due ticks a second
+     * apart (the sweep would remove that file).  Its exit then writes none
+     * of these flags: in a fork child their page is its parent's, shared
+     * until written. */
+    if (!enabled) return;
+    if (api_single_threaded() && !atomic_load(&busy) && (!clock_pid || clock_pid != os_getpid())) return;
     atomic_store(&ended, 1);
     for (int ms = 0; atomic_exchange(&busy, 1); ms++) {
         if (atomic_load(&dropped) || ms == EXIT_WAIT_MS) return;
@@ -201,12 +213,12 @@ void live_exit(void) {
     drop_file();
 }
 
-/* The parent's file is the parent's: this process publishes its own from
- * its first second on. */
+/* The parent's file and schedule are the parent's: publish finds it out
+ * (the pid) at the child's first due tick and starts the child's first
+ * second there.  Nothing is written here that is not wrong already, so a
+ * child that execs, or that ends without exit handlers, copies none of
+ * folio's pages, and reads no clock. */
 void live_after_fork_child(void) {
-    file_pid = 0;
-    prepared = false; /* the parent's pages are shared copy-on-write: written again, they fault */
-    atomic_store(&busy, 0);
-    atomic_store(&dropped, 0);
-    live_init();
+    FORK_RESET(busy, 0); /* a thread of the parent's was publishing */
+    FORK_RESET(dropped, 0);
 }

@@ -202,6 +202,15 @@ void lock_timing_start(void);
  * fits a page: each page written after a fork is copied once in the parent
  * and once in the child, and a shell forks for every subshell. */
 #define FORK_STATE __attribute__((section("folio_fork")))
+/* A fork child's reset of an atomic: a store only where the value is not
+ * the wanted one already.  A child of a single-threaded parent (a shell's
+ * subshell, a fork before exec) then writes none of folio's pages in its
+ * handlers, and copies none unless it allocates. */
+#define FORK_RESET(var, val)                                                                        \
+    do {                                                                                            \
+        if (atomic_load_explicit(&(var), memory_order_relaxed) != (val))                            \
+            atomic_store_explicit(&(var), (val), memory_order_relaxed);                             \
+    } while (0)
 static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r; }
 
 #ifdef FOLIO_DEBUG

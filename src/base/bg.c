@@ -103,7 +103,7 @@ void bg_leave(void) {
 bool bg_program_gone(void) { return os_other_threads_alive(bg_tids, BG_MAX) == 0; }
 
 void bg_after_fork_child(bool parent_had_threads) {
-    if (parent_had_threads) atomic_store_explicit(&bg_refused, true, memory_order_relaxed);
-    atomic_store_explicit(&bg_stacks_used, 0, memory_order_relaxed);
-    for (int i = 0; i < BG_MAX; i++) atomic_store_explicit(&bg_tids[i], 0, memory_order_relaxed);
+    if (parent_had_threads) FORK_RESET(bg_refused, true);
+    FORK_RESET(bg_stacks_used, 0);
+    for (int i = 0; i < BG_MAX; i++) FORK_RESET(bg_tids[i], 0);
 }

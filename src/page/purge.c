@@ -125,7 +125,7 @@ void purge_maybe_start_thread(void) {
 void purge_after_fork_child(bool parent_had_threads) {
     /* 2: no purger thread in this process (bg.c: a fork child of a process
      * with threads makes none); the slow paths purge */
-    atomic_store(&purge_thread_state, parent_had_threads ? 2 : 0);
-    atomic_store(&purging, 0);
+    FORK_RESET(purge_thread_state, parent_had_threads ? 2 : 0);
+    FORK_RESET(purging, 0);
     bg_after_fork_child(parent_had_threads);
 }
