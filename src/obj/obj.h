@@ -73,8 +73,15 @@ struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
     uint32_t capacity;  /* objects per slab */
-    uint32_t area;      /* capacity * size: the objects' part of a slab (the rest is slack) */
-    uint64_t inv;       /* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
+    /* free()'s one test of an offset in a slab (off < 2^32): off * free_mul <
+     * free_lim (mod 2^64) iff off is k * size with k < capacity (an object
+     * start, not in the slack).  With free_mul = floor(2^64 / size) + 2,
+     * k * size maps to k * e, e = size * free_mul - 2^64 in (0, 2 size), so
+     * free_lim = capacity * e; any other offset maps to free_mul or more
+     * (above 2^48: no k * e gets there).  free_mul - 1 is ceil(2^64 / size)
+     * (class_inv). */
+    uint32_t free_lim;
+    uint64_t free_mul;
     /* the class's young target: the class whose slabs serve a thread's
      * first objects of it (bin.young), the next power of two up to 2 KiB
      * (sizes that are powers of two, and classes from 2 KiB on, their own):
@@ -96,6 +103,8 @@ static inline uint32_t class_young_objects(unsigned c) {
     return n > classes[c].capacity ? classes[c].capacity : (uint32_t)n;
 }
 _Static_assert(sizeof(struct class_info) == 32, "free() finds a class's line with a shift");
+/* ceil(2^64 / size): off is a multiple of size iff off * inv < inv (mod 2^64, off < 2^32) */
+static inline uint64_t class_inv(const struct class_info *ci) { return ci->free_mul - 1; }
 void classes_init(void);
 /* n <= SMALL_MAX; inline: the fast path computes it for n > 1024 */
 static inline unsigned size_class(size_t n) {
@@ -197,12 +206,12 @@ struct bin {
     void *list;           /* freed objects of this heap's slabs: malloc pops here first */
     int32_t list_room;    /* the list's high (heap->list_high) less its length: a push that
                            * takes it below 0 flushes half of the list */
-    uint32_t area;        /* classes[c].area (and inv below), copied: free() by the objmap
-                           * checks an object start in the line it pushes to */
+    uint32_t lim;         /* classes[c].free_lim (and free_mul below), copied: free() by the
+                           * objmap checks an object start in the line it pushes to */
     uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
-    uint64_t inv;         /* classes[c].inv */
+    uint64_t mul;         /* classes[c].free_mul */
 } __attribute__((aligned(CACHELINE)));
 /* The slow paths' per-class state of a heap, out of the bins' lines. */
 struct bin_slow {
@@ -464,14 +473,15 @@ static inline int small_free_local(struct heap *h, struct span *s, void *p) {
 
 /* small_free_local by the objmap: word is p's page's, and its low half is
  * h's objmap_id (so p's page is carved, in a slab of h's: on the last page,
- * only below the slack, hence the area check).  -1: not an object start, or
- * already free (the caller reports it through the span). */
+ * only below the slack, which the one test of the offset excludes too).
+ * -1: not an object start, or already free (the caller reports it through
+ * the span). */
 static inline int small_free_mapped(struct heap *h, uint32_t word, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
     struct bin *b = &h->bins[(word >> 16) & 0xff];
     uintptr_t off = ((uintptr_t)p & (PAGE_SIZE - 1)) + ((uintptr_t)(word >> 24) << PAGE_SHIFT);
-    if (unlikely(off * b->inv >= b->inv || off >= b->area || w[1] == tag)) return -1;
+    if (unlikely(off * b->mul >= b->lim || w[1] == tag)) return -1;
     HEAP_COUNT(b->frees, 1);
     return small_list_push(b, w, tag);
 }

@@ -35,7 +35,8 @@
 #define CLASS_ENTRY(c)                                                                             \
     {                                                                                              \
         .size = CLASS_SIZE(c), .pages = SLAB_PAGES(CLASS_SIZE(c)), .capacity = CLASS_CAP(c),       \
-        .area = CLASS_CAP(c) * CLASS_SIZE(c), .inv = UINT64_MAX / CLASS_SIZE(c) + 1,               \
+        .free_mul = UINT64_MAX / CLASS_SIZE(c) + 2,                                                \
+        .free_lim = CLASS_CAP(c) * (uint32_t)((uint64_t)CLASS_SIZE(c) * (UINT64_MAX / CLASS_SIZE(c) + 2)), \
         .young = CLASS_SIZE(c) < YOUNG_MAX ? SIZE_CLASS(NEXT_POW2(CLASS_SIZE(c))) : (c),           \
         .list_batch = 2048u / CLASS_SIZE(c) < 8u ? 8u : 2048u / CLASS_SIZE(c) > 64u ? 64u : 2048u / CLASS_SIZE(c), \
     }

@@ -363,7 +363,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     else s->touched = (s->flags & SPAN_ZEROED) ? 0 : s->npages;
     s->cls = (uint8_t)c;
     s->obj_size = ci->size;
-    s->obj_inv = ci->inv;
+    s->obj_inv = class_inv(ci);
     s->capacity = ci->capacity;
     s->free = NULL;
     s->slow_used = 0;
@@ -433,8 +433,8 @@ static struct heap *heap_create(void) {
         h->bins[c].cur = &span_empty;
         h->bins[c].partial = NULL;
         h->bin_slow[c].filled = false;
-        h->bins[c].area = classes[c].area;
-        h->bins[c].inv = classes[c].inv;
+        h->bins[c].lim = classes[c].free_lim;
+        h->bins[c].mul = classes[c].free_mul;
         h->bin_slow[c].refill = 4;
         h->bin_slow[c].young = class_young_objects(c);
         h->bins[c].allocs = 0;
@@ -1222,10 +1222,10 @@ static size_t check_bin_list(const struct heap *h, unsigned c, const struct span
 
 /* Bin c's list: its high less list_room objects, each a free (tagged) object
  * of a slab of class c below its bump pointer (h's, or handed on while it
- * floated), with no cycle; its copies of the class's inv and area are the
- * class table's. */
+ * floated), with no cycle; its copies of the class's free_mul and free_lim
+ * are the class table's. */
 static size_t check_bin_objects(const struct heap *h, unsigned c, const struct bin *b) {
-    size_t bad = b->inv != classes[c].inv || b->area != classes[c].area;
+    size_t bad = b->mul != classes[c].free_mul || b->lim != classes[c].free_lim;
     long high = h->list_high[c].high;
     if (b->list_room > high || high < classes[c].capacity || high > class_list_max[c]) return 1;
     uint32_t want = list_len(h, b), n = 0;

@@ -80,7 +80,7 @@ int main(void) {
     struct span *t = zone_alloc_pages(1, 1);
     EXPECT(t, "allocation after the release");
     t->obj_size = classes[0].size; /* as a slab of the smallest class */
-    t->obj_inv = classes[0].inv;
+    t->obj_inv = class_inv(&classes[0]);
     t->capacity = (uint32_t)(PAGE_SIZE / classes[0].size);
     EXPECT(small_is_object_start(t, t->start + 16), "object 1 refused");
     char *stale = t->start + 2 * CHUNK_SIZE + 16; /* same page of a chunk 4 MiB away */

@@ -32,7 +32,6 @@ int main(void) {
         size_t bytes = (size_t)ci->pages << PAGE_SHIFT;
         EXPECT_ALL((ci->pages & (ci->pages - 1)) == 0, "class %u slab pages %u", c, ci->pages);
         EXPECT_ALL(ci->capacity >= 8, "class %u capacity %u", c, ci->capacity);
-        EXPECT_ALL(ci->area == ci->capacity * ci->size, "class %u area %u", c, ci->area);
         /* the young target (constant table): the next power of two below 2 KiB, else itself */
         uint32_t target = ci->size;
         if (target < 2048)
@@ -41,9 +40,22 @@ int main(void) {
                    size_class(target));
         EXPECT_ALL((bytes - (size_t)ci->capacity * ci->size) * 8 <= bytes, "class %u tail waste", c);
         for (uint64_t off = 0; off < bytes; off++) {
-            int ok = off * ci->inv < ci->inv;
+            int ok = off * class_inv(ci) < class_inv(ci);
             EXPECT_ALL(ok == (off % ci->size == 0), "class %u offset %llu check %d", c,
                    (unsigned long long)off, ok);
+        }
+        /* free()'s one test: an object start below the area, over the whole
+         * slab (its slack too), and at offsets up to 2^32 */
+        uint64_t rnd = 0x9e3779b97f4a7c15ull + c;
+        for (uint64_t i = 0; i < bytes + (1u << 16); i++) {
+            uint64_t off = i;
+            if (i >= bytes) {
+                rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+                off = i & 1 ? (rnd & 0xffffffffu) : (rnd % (ci->capacity + 64)) * ci->size;
+            }
+            int ok = off * ci->free_mul < ci->free_lim;
+            int want = off % ci->size == 0 && off < (uint64_t)ci->capacity * ci->size;
+            EXPECT_ALL(ok == want, "class %u offset %llu: free's test says %d", c, (unsigned long long)off, ok);
         }
         if (c + 1 < NCLASSES) EXPECT_ALL(classes[c + 1].size > ci->size, "classes not increasing at %u", c);
     }
