@@ -183,6 +183,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "pcp_chunks_drained", s.pcp.chunks_drained);
     kv(&b, "pcp_exact_hits", s.pcp.exact_hits);
     kv(&b, "pcp_exact_misses", s.pcp.exact_misses);
+    kv(&b, "pcp_exact_near_hits", s.pcp.exact_near_hits);
     kv(&b, "pcp_reclaim_caps", s.pcp.reclaim_caps);
     kv(&b, "pressure_state", (uint64_t)s.pr.state);
     kv(&b, "pressure_below_high_periods", s.pr.below_high_periods);

@@ -95,6 +95,7 @@ struct pageset_stats {
     uint64_t reclaim_caps;   /* drains by the reclaim-active cap */
     uint64_t chunks_drained; /* whole chunks given back to the zone by drains and decay */
     uint64_t exact_hits, exact_misses; /* spans of other sizes: served from the exact lists, or not */
+    uint64_t exact_near_hits;          /* of the hits: a span up to a quarter larger (exact_near) */
     int in_use;              /* pagesets in use (high_max's split); totals only */
 };
 void pageset_init(void);

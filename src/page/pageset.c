@@ -27,7 +27,7 @@
  *    list of its page count, counted in count with its pages, and drained
  *    whole: the zone carved it (next fit, in a chunk of large spans) and
  *    merges it back.  A free of such a span is a cache of it for the next
- *    request of the same size.  A miss takes spans of its size from the
+ *    request of the same size, or of an odd size up to a quarter smaller.  A miss takes spans of its size from the
  *    depot, up to two batches' worth within the lists' bound (a size some
  *    pageset had to give back: it repeats), else one span from the buddy
  *    lists (no refill: sizes that never repeat would fill the lists); a
@@ -95,7 +95,7 @@ struct pageset {
     long nr_chunks;
     bool in_use; /* counted in nr_in_use */
     struct exact_lists *exact;
-    uint64_t exact_hits, exact_misses;
+    uint64_t exact_hits, exact_misses, exact_near_hits;
     long high_lowest, high_highest;
     uint64_t last_decay_ms;
     uint64_t uses, uses_at_decay; /* allocations and frees served; their count at the last decay */
@@ -562,13 +562,39 @@ static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists 
     return true;
 }
 
-/* A span of exactly n pages from the exact lists (the most recently freed,
- * still in cache), or NULL. */
+/* The near fit: the smallest page count in (n, n + n / EXACT_NEAR_DIV]
+ * with a span on the lists, else 0.  For odd sizes only (n not a power of
+ * two: never a slab's, whose span must be its class's).  A large block
+ * that takes such a span keeps its tail: pages a previous block wrote,
+ * resident whether they wait here or there, where a miss costs a split in
+ * the zone now and a merge when the lists overflow. */
+#define EXACT_NEAR_DIV 4u
+static uint32_t exact_near(const struct exact_lists *e, uint32_t n) {
+    if (!(n & (n - 1))) return 0;
+    uint32_t last = n + n / EXACT_NEAR_DIV;
+    if (last >= CHUNK_PAGES) last = CHUNK_PAGES - 1;
+    for (uint32_t m = n + 1; m <= last; m = (m / 64 + 1) * 64) {
+        uint64_t bits = e->nonempty[m / 64] >> (m % 64);
+        if (bits) {
+            uint32_t f = m + (uint32_t)__builtin_ctzll(bits);
+            return f <= last ? f : 0;
+        }
+    }
+    return 0;
+}
+
+/* A span of n pages from the exact lists (the most recently freed of that
+ * size, still in cache; else of the nearest size up, exact_near), or NULL. */
 static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
     struct exact_lists *e = ps->exact;
     struct span *s = e ? e->head[n] : NULL;
     note_use(ps);
     ps->free_count >>= 1;
+    uint32_t near = !s && e ? exact_near(e, n) : 0;
+    if (near) {
+        s = e->head[near];
+        ps->exact_near_hits++;
+    }
     /* a miss for a size this pageset drained (it could not hold it) grows
      * the lists' bound, and high as a refill does (nr_pcp_alloc), by the
      * span at least, while the lists hit at least every other time (the
@@ -767,7 +793,8 @@ static bool pcp_size(size_t n, size_t align_pages) {
     return n >= 1 && n < CHUNK_PAGES && (align_pages <= 1 || (pcp_order_fits((uint32_t)n, 0) && align_pages <= n));
 }
 
-/* A span of exactly npages pages aligned to align_pages (a power of two). */
+/* A span of npages pages aligned to align_pages (a power of two); for an
+ * odd npages, from an exact list, up to a quarter more (exact_near). */
 struct span *page_alloc(size_t npages, size_t align_pages) {
     if (pcp_size(npages, align_pages)) return pcp_alloc(npages);
     if (npages == CHUNK_PAGES && align_pages <= npages) return chunk_alloc();
@@ -866,6 +893,7 @@ void pageset_stats(int i, struct pageset_stats *st) {
     st->chunks_drained = ps->chunks_drained;
     st->exact_hits = ps->exact_hits;
     st->exact_misses = ps->exact_misses;
+    st->exact_near_hits = ps->exact_near_hits;
     st->in_use = ps->in_use;
     st->trylock_failed = atomic_load_explicit(&ps->trylock_failed, memory_order_relaxed);
     lock_release(&ps->lock);
@@ -882,6 +910,7 @@ void pageset_totals(struct pageset_stats *sum) {
         sum->chunks_drained += st.chunks_drained;
         sum->exact_hits += st.exact_hits;
         sum->exact_misses += st.exact_misses;
+        sum->exact_near_hits += st.exact_near_hits;
         sum->refills += st.refills;
         sum->drains += st.drains;
         sum->free_high_drains += st.free_high_drains;

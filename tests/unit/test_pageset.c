@@ -290,6 +290,35 @@ int main(void) {
         EXPECT(nine && st().high >= h9 + 9, "a miss after 9-page spans were drained: high %ld -> %ld", h9, st().high);
         page_free(nine);
         pageset_drain_all();
+        /* the near fit: a request of an odd size takes a kept span up to a
+         * quarter larger (the smallest such), never more, never for a power
+         * of two (a slab's) */
+        struct pageset_stats y0 = st();
+        struct span *eleven = page_alloc(11, 1), *twelve = page_alloc(12, 1), *forty = page_alloc(40, 1);
+        EXPECT(eleven && twelve && forty, "11, 12 and 40 pages");
+        char *at11 = eleven->start, *at12 = twelve->start;
+        page_free(eleven);
+        page_free(twelve);
+        page_free(forty);
+        struct span *n9 = page_alloc(9, 1);
+        EXPECT(n9 && n9->start == at11 && n9->npages == 11 && st().exact_near_hits == y0.exact_near_hits + 1,
+               "a 9-page request did not take the kept 11-page span (%u pages)", n9 ? n9->npages : 0);
+        struct span *n9b = page_alloc(9, 1);
+        EXPECT(n9b && n9b->npages == 9, "a 9-page request took a %u-page span (more than a quarter larger)",
+               n9b ? n9b->npages : 0);
+        struct span *n10 = page_alloc(10, 1);
+        EXPECT(n10 && n10->start == at12 && n10->npages == 12, "a 10-page request did not take the 12-page span");
+        struct span *p32 = page_alloc(32, 1);
+        EXPECT(p32 && p32->npages == 32, "a 32-page request (a power of two) took a %u-page span",
+               p32 ? p32->npages : 0);
+        EXPECT(st().exact_near_hits == y0.exact_near_hits + 2, "near hits %llu, not 2",
+               (unsigned long long)(st().exact_near_hits - y0.exact_near_hits));
+        page_free(n9);
+        page_free(n9b);
+        page_free(n10);
+        page_free(p32);
+        EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants after near fits");
+        pageset_drain_all();
     } else {
         puts("SKIP exact lists: cannot run on pageset 0's CPU");
     }
@@ -352,7 +381,7 @@ int main(void) {
     folio_report_json(json, sizeof json);
     const char *keys[] = {"\"pcp_refills\"", "\"pcp_drains\"", "\"free_high_drains\"", "\"pcp_decays\"",
                           "\"pagesets\"", "\"high_lowest\"", "\"high_highest\"", "\"zone_lock_contended\"",
-                          "\"pcp_in_use\"", "\"pcp_reclaim_caps\"", "\"pcp_chunks_drained\"", "\"pcp_held_chunks\"", "\"pcp_exact_hits\"", "\"pcp_exact_misses\"",
+                          "\"pcp_in_use\"", "\"pcp_reclaim_caps\"", "\"pcp_chunks_drained\"", "\"pcp_held_chunks\"", "\"pcp_exact_hits\"", "\"pcp_exact_misses\"", "\"pcp_exact_near_hits\"",
                           "\"pressure_reclaim_periods\"", "\"pressure_below_high_periods\"", "\"pcp_free_high_batch\""};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         EXPECT(strstr(json, keys[i]), "report lacks %s", keys[i]);
