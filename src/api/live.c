@@ -56,6 +56,8 @@ static FORK_STATE _Atomic uint64_t due_ms;  /* the next write, not before */
 static FORK_STATE int clock_pid;            /* the process due_ms counts for (0: none yet) */
 static FORK_STATE _Atomic int busy;         /* a publisher is at work */
 static FORK_STATE _Atomic int ended; /* exit: the file is gone, never make another */
+static __thread bool exit_began __attribute__((tls_model("initial-exec"))); /* live_exit's short way */
+
 static char text[64 * 1024];
 
 #define LIVE_DIR "/dev/shm/"
@@ -160,6 +162,10 @@ static FORK_STATE bool prepared; /* live_prepare ran in this process (or its par
  * its first second still leaves none; one that never starts the purger
  * (/bin/true) pays nothing. */
 void live_prepare(void) {
+    if (exit_began) { /* the purger starts after this thread's exit began: it publishes nothing */
+        atomic_store(&ended, 1);
+        return;
+    }
     if (!enabled || prepared || atomic_load(&ended)) return;
     if (atomic_exchange(&busy, 1)) return;
     prepared = true;
@@ -174,7 +180,7 @@ void live_prepare(void) {
 void live_init(void) { enabled = opt.live != 0; }
 
 void live_tick(uint64_t now) {
-    if (!enabled) return;
+    if (!enabled || exit_began) return;
     uint64_t due = atomic_load_explicit(&due_ms, memory_order_relaxed);
     if (now < due) return;
     if (!atomic_compare_exchange_strong_explicit(&due_ms, &due, now + LIVE_INTERVAL_MS,
@@ -198,13 +204,19 @@ void live_tick(uint64_t now) {
 #define EXIT_WAIT_MS 50
 void live_exit(void) {
     /* A process (or fork child) before its first tick, with no other
-     * thread: it has no file, and cannot make one before its exit is over
-     * unless a later exit handler allocates across two due ticks a second
-     * apart (the sweep would remove that file).  Its exit then writes none
-     * of these flags: in a fork child their page is its parent's, shared
-     * until written. */
+     * thread: it has no file, and makes none from here on, as the flag on
+     * this thread's own TLS page (which a fork child has written already)
+     * stops its ticks, those of a library destructor that runs after this
+     * one included, and the purger such a destructor may start sets ended
+     * first (live_prepare).  Its exit then writes none of the flags above:
+     * in a fork child their page is its parent's, shared until written.
+     * (A thread the program starts in a later destructor could still
+     * publish; the sweep removes such a file.) */
     if (!enabled) return;
-    if (api_single_threaded() && !atomic_load(&busy) && (!clock_pid || clock_pid != os_getpid())) return;
+    if (api_single_threaded() && !atomic_load(&busy) && (!clock_pid || clock_pid != os_getpid())) {
+        exit_began = true;
+        return;
+    }
     atomic_store(&ended, 1);
     for (int ms = 0; atomic_exchange(&busy, 1); ms++) {
         if (atomic_load(&dropped) || ms == EXIT_WAIT_MS) return;

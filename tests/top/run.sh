@@ -13,7 +13,9 @@
 #  - it exits 1 with a message on a pid that does not run folio, one that
 #    does not exist, and one that runs folio with FOLIO_LIVE=0 (no file);
 #  - a killed process's file is removed by `folio top` (no pid), and by the
-#    next folio process that makes its own file.
+#    next folio process that makes its own file;
+#  - a process that never ticked before exit makes no file in a library
+#    destructor that allocates after folio's.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FOLIO=$ROOT/folio
@@ -188,6 +190,54 @@ kill "$plain"
 wait "$plain" 2>/dev/null
 rm -f "/dev/shm/folio.$plain" "/dev/shm/folio.${dead}x" "/dev/shm/folio.$recent" "/dev/shm/folio.$dead"
 rm -f "$TMP/stop"
+
+# 6. a process that never ticked before its exit handlers makes no file
+#    after them: here a library's destructor that runs after folio's (a
+#    library the program links, folio preloaded) allocates for 1.6 s, past
+#    two due ticks a second apart
+cat >"$TMP/hook.c" <<'HOOK'
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+__attribute__((destructor)) static void hook_dtor(void) {
+    void *slot[64] = {0};
+    unsigned long r = 1;
+    for (double end = now() + 1.6; now() < end;) {
+        r = r * 6364136223846793005ul + 1442695040888963407ul;
+        int k = (int)((r >> 33) % 64);
+        free(slot[k]);
+        slot[k] = malloc((r >> 20) & 3 ? 16 + (r >> 45) % 2048 : 40000 + (r >> 40) % 1000000);
+        if (slot[k]) memset(slot[k], 1, 16);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    for (int k = 0; k < 64; k++) free(slot[k]);
+}
+HOOK
+cat >"$TMP/dx.c" <<'DX'
+#include <stdio.h>
+#include <unistd.h>
+int main(void) { /* no malloc: the process does not tick before exit */
+    char b[24];
+    int n = snprintf(b, sizeof b, "%d\n", (int)getpid());
+    return write(1, b, (size_t)n) == n ? 0 : 1;
+}
+DX
+if cc -shared -fPIC -O1 -o "$TMP/libhook.so" "$TMP/hook.c" &&
+    cc -O1 -o "$TMP/dx" "$TMP/dx.c" -Wl,--no-as-needed -L"$TMP" -lhook -Wl,-rpath,"$TMP"; then
+    dpid=$(LD_PRELOAD=$LIB "$TMP/dx")
+    if [ -z "$dpid" ]; then
+        fail "the destructor program printed no pid"
+    elif [ -e "/dev/shm/folio.$dpid" ]; then
+        fail "a library destructor allocating after folio's exit made /dev/shm/folio.$dpid"
+        rm -f "/dev/shm/folio.$dpid"
+    else
+        ok "a library destructor allocating after folio's exit left no file"
+    fi
+else
+    fail "cannot build the destructor program"
+fi
 
 [ "$fails" -eq 0 ] || exit 1
 echo "top: all checks passed"
