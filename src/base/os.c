@@ -385,9 +385,6 @@ size_t os_read_file(const char *path, char *buf, size_t len) {
     return (size_t)n;
 }
 
-/* "123", "48K", "2M", "1g": the number times its K/M/G suffix (either
- * case); *end (if end) is set past the suffix, or to s when there is no
- * number.  The one size parser: options and sysfs cache sizes use it. */
 static unsigned digit_value(char c) {
     return c >= '0' && c <= '9'   ? (unsigned)(c - '0')
            : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
@@ -416,13 +413,16 @@ static uint64_t parse_number(const char *s, const char **end) {
     return over ? UINT64_MAX : v;
 }
 
+/* "123", "48K", "2M", "1g": the number times its K/M/G suffix (either
+ * case); *end (if end) is set past the suffix, or to s when there is no
+ * number.  The one size parser: options and sysfs cache sizes use it. */
 uint64_t os_parse_size(const char *s, const char **end) {
     const char *e = s;
     uint64_t v = (*s >= '0' && *s <= '9') ? parse_number(s, &e) : 0;
     if (e != s) {
         int shift = *e == 'K' || *e == 'k' ? 10 : *e == 'M' || *e == 'm' ? 20 : *e == 'G' || *e == 'g' ? 30 : 0;
         if (shift) e++;
-        v <<= shift;
+        v = v > UINT64_MAX >> shift ? UINT64_MAX : v << shift; /* saturating, as the digits */
     }
     if (end) *end = e;
     return v;

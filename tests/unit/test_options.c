@@ -93,6 +93,22 @@ int main(void) {
     if (!strcmp(env, "FOLIO_ARENA_MIB")) EXPECT(opt.name == def, "bad value changed " env);
     FOLIO_OPTIONS(X)
 #undef X
+    /* the parser itself: strtoull's base 0, saturating, with a suffix */
+    struct {
+        const char *in;
+        uint64_t want;
+        size_t used;
+    } cases[] = {{"123", 123, 3},           {"0x40", 64, 4},      {"010", 8, 3},       {"08", 0, 1},
+                 {"0x", 0, 1},              {"2M", 2u << 20, 2},  {"1g", 1u << 30, 2}, {"48K\n", 48u << 10, 3},
+                 {"99999999999999999999", UINT64_MAX, 20},       {"17179869184G", UINT64_MAX, 12},
+                 {"abc", 0, 0},             {"", 0, 0},           {"-5", 0, 0}};
+    for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *end;
+        uint64_t v = os_parse_size(cases[i].in, &end);
+        EXPECT(v == cases[i].want && (size_t)(end - cases[i].in) == cases[i].used,
+               "os_parse_size(\"%s\") = %llu, %zu characters (want %llu, %zu)", cases[i].in,
+               (unsigned long long)v, (size_t)(end - cases[i].in), (unsigned long long)cases[i].want, cases[i].used);
+    }
     printf("%d options, each one README row with its default\n", n);
     return 0;
 }
