@@ -7,7 +7,8 @@
 #             tests/install/run.sh (make install, consumers) and
 #             tests/top/run.sh (folio top on a running program)
 #   sanitize  build/tests-san/test_*  (ASan+UBSan, folio_* names)
-#   tsan      build/tests-tsan/test_* (ThreadSanitizer, folio_* names)
+#   tsan      build/tests-tsan/test_* whose source is tagged "folio-test: tsan"
+#             (ThreadSanitizer, folio_* names)
 #   debug     build/tests-debug/test_* (folio built with FOLIO_DEBUG: lock
 #             order and zone invariants checked; standard names, static)
 #
@@ -170,6 +171,11 @@ if [ ${#bins[@]} -eq 0 ]; then
 fi
 for bin in "${bins[@]}"; do
     [ -x "$bin" ] && [ -f "$bin" ] || continue
+    # tsan: only the tests tagged for it, which make builds; a binary left
+    # by an older tag would run stale
+    if [ "$MODE" = tsan ] && ! grep -q 'folio-test: tsan' "$ROOT/tests/$(basename "$bin").c" 2>/dev/null; then
+        continue
+    fi
     run_test "$(basename "$bin")" "$TEST_TIMEOUT" "$bin"
 done
 
