@@ -151,8 +151,12 @@ static void publish(void) {
 }
 
 static FORK_STATE _Atomic int dropped; /* drop_file ran: busy stays taken from then on */
-static void drop_file(void) {
+/* this process's file, if it made one, goes (a fork child's parent's stays) */
+static void unlink_own_file(void) {
     if (file_pid && file_pid == os_getpid()) os_file_unlink(file_path);
+}
+static void drop_file(void) {
+    unlink_own_file();
     atomic_store(&dropped, 1);
 }
 
@@ -229,8 +233,8 @@ void live_exit(void) {
     for (int ms = 0; atomic_exchange(&busy, 1); ms++) {
         if (atomic_load(&dropped)) return;
         if (ms == EXIT_WAIT_MS) { /* the publisher is stuck (waiting on folio's locks, descheduled): */
-            if (file_pid && file_pid == os_getpid()) os_file_unlink(file_path); /* it made the file */
-            return; /* one it has yet to make it removes itself (publish) */
+            unlink_own_file(); /* the file it made; one it has yet to make it removes itself */
+            return;
         }
         os_futex_wait_ms(&busy, 1, 1);
     }

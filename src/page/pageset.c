@@ -27,12 +27,12 @@
  *    list of its page count, counted in count with its pages, and drained
  *    whole: the zone carved it (next fit, in a chunk of large spans) and
  *    merges it back.  A free of such a span is a cache of it for the next
- *    request of the same size, or of an odd size up to a quarter smaller.  A miss takes spans of its size from the
- *    depot, up to two batches' worth within the lists' bound (a size some
- *    pageset had to give back: it repeats), else one span from the buddy
- *    lists (no refill: sizes that never repeat would fill the lists); a
- *    free past the lists' bound trims them a batch below it, into the
- *    depot.
+ *    request of the same size, or of an odd size up to a quarter smaller.
+ *    A miss takes spans of its size from the depot, up to two batches'
+ *    worth within the lists' bound (a size some pageset had to give back:
+ *    it repeats), else one span from the buddy lists (no refill: sizes
+ *    that never repeat would fill the lists); a free past the lists' bound
+ *    trims them a batch below it, into the depot.
  *
  * What the kernel's quantities mean here:
  *  - the zone size is the chunks the zone has put in use (no cap), at
