@@ -25,7 +25,7 @@
  *  - a span of any other size below a chunk (an odd page count, or a power
  *    of two above order 6 or not aligned to it) is kept whole on the exact
  *    list of its page count, counted in count with its pages, and drained
- *    whole: the zone carved it (next fit, in a chunk of large spans) and
+ *    whole: the zone carved it (best fit, from a large chunk's free runs) and
  *    merges it back.  A free of such a span is a cache of it for the next
  *    request of the same size, or of an odd size up to a quarter smaller.
  *    A miss takes spans of its size from the depot, up to two batches'

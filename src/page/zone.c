@@ -1,32 +1,41 @@
 /* zone: the page heap behind the per-CPU pagesets.
  *
- * Buddy free lists of orders 0..MAX_ORDER (4 KiB .. 2 MiB) over 2 MiB chunks
- * carved from large reserved arenas, behind one lock (zone.lock) whose
- * acquisitions and contended acquisitions are counted.
+ * 2 MiB chunks carved from large reserved arenas, behind one lock
+ * (zone.lock) whose acquisitions and contended acquisitions are counted.
+ * A SMALL chunk's free pages are buddy blocks of orders 0..MAX_ORDER - 1
+ * (4 KiB .. 1 MiB), a LARGE chunk's are free runs of any length; a whole
+ * free chunk is one block of order MAX_ORDER, whichever its type was.
  *
  * Invariants, all under zone.lock:
- *  - a free block of order k starts at a page index that is a multiple of
- *    2^k in its chunk; it is on free_head[type][k] and chunk->span_of[head] points
- *    to its descriptor (kind SPAN_ZONE_FREE); its other span_of entries are
- *    NULL;
+ *  - a free buddy block of order k (SMALL chunks, and whole free chunks)
+ *    starts at a page index that is a multiple of 2^k in its chunk; it is on
+ *    free_head[CHUNK_SMALL][k] and chunk->span_of[head] points to its
+ *    descriptor (kind SPAN_ZONE_FREE); its other span_of entries are NULL;
  *  - two free buddies of the same order are never both on the lists: they
  *    are merged when the second one is freed;
- *  - a free block without SPAN_ZEROED (dirty) of order >= purge_min_order is
- *    on the dirty list, in roughly the order it was freed; the purger
- *    madvises it once it has been free for purge_delay_ms.
+ *  - a free run (LARGE chunks, "free runs" below) of n pages is on
+ *    free_head[CHUNK_LARGE][floor(log2(n))], its first and last pages map
+ *    to it and no other does, and the pages on either side of it are not
+ *    free: runs are merged as they are freed;
+ *  - a free block or run without SPAN_ZEROED (dirty) of order >=
+ *    purge_min_order is on the dirty list, in roughly the order it was
+ *    freed; the purger madvises it once it has been free for purge_delay_ms.
  *  - grouping by size (the kernel's pageblock mobility grouping, at chunk
- *    granularity): a chunk split for orders <= PCP_MAX_ORDER (slabs, page
- *    caches) is a SMALL chunk, one split for larger spans a LARGE chunk;
- *    blocks are taken from chunks of their own type first, a whole free chunk
- *    next, and from the other type only when the arena cannot grow.  Small
- *    blocks held by pagesets and slabs then pin few chunks, and large spans
- *    still find room.  Whole free chunks are on free_head[0][MAX_ORDER].
+ *    granularity): a chunk split for the powers of two up to PCP_MAX_ORDER
+ *    (slabs, the pagesets' order lists) is a SMALL chunk, one split for any
+ *    other page count a LARGE chunk; spans are taken from chunks of their
+ *    own type first, a whole free chunk next, and from the other type only
+ *    when the arena cannot grow (or, for a large span, while the heap is
+ *    small).  Small blocks held by pagesets and slabs then pin few chunks,
+ *    and large spans still find room.  Whole free chunks are on
+ *    free_head[0][MAX_ORDER]; a chunk's type is set when it is taken whole.
  *  - head->free_pages[i] counts the free pages of chunk i on the lists;
- *    a block is taken from the fullest chunk among the first few of its
- *    list, so partly used chunks fill up and sparse ones drain into whole
+ *    a buddy block is taken from the fullest chunk among the first few of
+ *    its list, a span from the smallest run that holds it, so partly used
+ *    chunks fill up and sparse ones drain into whole
  *    free chunks (which purge whole and keep a huge page whole, thp.c);
  *  - the depot (its own locks, see "the depot" below) holds whole spans
- *    the pagesets gave back for want of room, out of the buddy lists: a
+ *    the pagesets gave back for want of room, out of the free lists: a
  *    span put more than purge_delay_ms ago comes back to them, with that
  *    time, at the next purge, to the head of the dirty list;
  *  - arenas (internal.h): the first chunk of each holds the arena's metadata
@@ -55,8 +64,6 @@ static FORK_STATE struct zone {
     struct span *desc_pool;
     uint32_t desc_pool_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
-    struct chunk *odd_chunk; /* where the last odd-sized span ended (next fit) */
-    uint32_t odd_next;
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub;
     _Atomic uint32_t large_orders;
@@ -172,7 +179,7 @@ static void list_del(struct span *d) {
     span_list_remove(head, d);
     if (!*head) large_orders_note(head);
 }
-/* Set while the depot's expired spans go to the buddy lists (lock held):
+/* Set while the depot's expired spans go to the free lists (lock held):
  * a block freed before this (expired: the span did not merge with a
  * buddy freed since) goes to the head of the dirty list, where this pass
  * of the purge finds it; at the tail it would wait behind blocks freed
@@ -246,9 +253,141 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
     if (!zeroed && order >= (unsigned)opt.purge_min_order) dirty_add(d);
 }
 
-/* Free the pages [idx, idx+n) of c as maximal aligned blocks. */
+/* ---- free runs (large chunks) ----
+ * In a LARGE chunk free pages are runs of any length, merged with both
+ * neighbours as they are freed: run d covers [page_idx, page_idx + npages),
+ * is on free_head[CHUNK_LARGE][floor(log2(npages))], and its first and its
+ * last page map to it, so that a block freed next to it finds it from
+ * either side (a boundary tag); its other span_of entries are NULL.  A run
+ * of the whole chunk is a whole free chunk (order MAX_ORDER, its head page
+ * only).  A span is cut from the smallest run that holds it among the
+ * first RUN_FIT_LOOK of each list: no page count is rounded up to a power
+ * of two, and a freed block rejoins the free pages around it at once, so
+ * that no hole is left that only an aligned buddy could fill (the buddy
+ * lists' fragmentation under random large sizes, docs/notes/zone-runs.md). */
+#define RUN_FIT_LOOK 8
+
+static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) == CHUNK_LARGE; }
+static unsigned run_order(uint32_t n) { return n >= CHUNK_PAGES ? MAX_ORDER : 31u - (unsigned)__builtin_clz(n); }
+
+/* a free block's head and tail entries to NULL: it is taken, merged or
+ * purged (a buddy block's tail entry is NULL already) */
+static void tags_clear(struct span *d) {
+    set_head(d->chunk, d->page_idx, NULL);
+    if (d->npages > 1) set_head(d->chunk, d->page_idx + d->npages - 1, NULL);
+}
+/* d off the lists and out of the counts: its pages are the caller's */
+static void free_unlink(struct span *d) {
+    list_del(d);
+    dirty_del(d);
+    tags_clear(d);
+    free_add(d->chunk, -(long)d->npages);
+}
+
+/* The free run [idx, idx + n) of c, as d (or a new descriptor), merged with
+ * nothing: its neighbours are not free. */
+static void run_place(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t freed_at,
+                      struct span *d) {
+    if (!d) d = desc_get();
+    span_set_kind(d, SPAN_ZONE_FREE);
+    d->chunk = c;
+    d->page_idx = idx;
+    d->npages = n;
+    d->order = (uint8_t)run_order(n);
+    d->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
+    d->flags = zeroed ? SPAN_ZEROED : 0;
+    d->freed_at = freed_at;
+    free_add(c, n);
+    set_head(c, idx, d);
+    if (n > 1 && n < CHUNK_PAGES) set_head(c, idx + n - 1, d);
+    list_add(d);
+    if (!zeroed && d->order >= (unsigned)opt.purge_min_order) dirty_add(d);
+}
+
+/* the free run that ends right before page idx / starts at page end, or NULL */
+static struct span *run_before(struct chunk *c, uint32_t idx) {
+    struct span *p = idx ? atomic_load_explicit(&c->span_of[idx - 1], memory_order_relaxed) : NULL;
+    return p && span_kind(p) == SPAN_ZONE_FREE && p->chunk == c && p->page_idx + p->npages == idx ? p : NULL;
+}
+static struct span *run_after(struct chunk *c, uint32_t end) {
+    struct span *q = end < CHUNK_PAGES ? atomic_load_explicit(&c->span_of[end], memory_order_relaxed) : NULL;
+    return q && span_kind(q) == SPAN_ZONE_FREE && q->chunk == c && q->page_idx == end ? q : NULL;
+}
+
+/* Free [idx, idx + n) of a LARGE chunk, merged with the free runs on both
+ * sides (dirty if any part is, freed when the latest dirty part was). */
+static void run_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t freed_at,
+                       struct span *d) {
+    struct span *side[2] = {run_before(c, idx), run_after(c, idx + n)};
+    for (int i = 0; i < 2; i++) {
+        struct span *b = side[i];
+        if (!b) continue;
+        free_unlink(b);
+        if (!(b->flags & SPAN_ZEROED)) {
+            if (zeroed || b->freed_at > freed_at) freed_at = b->freed_at;
+            zeroed = false;
+        }
+        if (i == 0) idx = b->page_idx;
+        n += b->npages;
+        desc_put(b);
+    }
+    run_place(c, idx, n, zeroed, freed_at, d);
+}
+
+/* Where n pages aligned to align fit in the free run d: their first page,
+ * or UINT32_MAX.  As far to the run's end as they fit: the run's front
+ * stays free right behind the block before it, which a growing realloc
+ * can take in place (zone_resize); cut from the front, the run would be
+ * gone the first time any block fits there. */
+static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align) {
+    uint32_t end = d->page_idx + d->npages;
+    if (n > d->npages) return UINT32_MAX;
+    uint32_t at = (end - n) & ~(align - 1);
+    return at >= d->page_idx ? at : UINT32_MAX;
+}
+/* The smallest run among the first RUN_FIT_LOOK of each list, from n's
+ * order up, that holds n pages aligned to align (*at: where), or NULL. */
+static struct span *run_fit(uint32_t n, uint32_t align, uint32_t *at) {
+    for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
+        struct span *best = NULL;
+        int look = RUN_FIT_LOOK;
+        for (struct span *d = zone.free_head[CHUNK_LARGE][k]; d && look-- > 0; d = d->next) {
+            uint32_t a = run_fits(d, n, align);
+            if (a == UINT32_MAX || (best && d->npages >= best->npages)) continue;
+            best = d;
+            *at = a;
+            if (d->npages == n) break;
+        }
+        if (best) return best;
+    }
+    return NULL;
+}
+
+/* [at, at + n) out of the free run (or whole free chunk) d, as d (kind
+ * SPAN_TAKEN); what is left on either side stays free (lock held, two
+ * descriptors reserved). */
+static struct span *run_cut(struct span *d, uint32_t at, uint32_t n) {
+    struct chunk *c = d->chunk;
+    uint32_t idx = d->page_idx, end = idx + d->npages;
+    bool zeroed = d->flags & SPAN_ZEROED;
+    uint64_t freed_at = d->freed_at;
+    free_unlink(d);
+    if (at > idx) run_place(c, idx, at - idx, zeroed, freed_at, NULL);
+    if (at + n < end) run_place(c, at + n, end - at - n, zeroed, freed_at, NULL);
+    span_set_kind(d, SPAN_TAKEN);
+    d->page_idx = at;
+    d->npages = n;
+    d->order = (uint8_t)(n <= 1 ? 0 : 64 - __builtin_clzll((uint64_t)n - 1));
+    d->start = chunk_base(c) + ((size_t)at << PAGE_SHIFT);
+    d->flags = zeroed ? SPAN_ZEROED : 0;
+    return d;
+}
+
+/* Free the pages [idx, idx+n) of c: in a LARGE chunk as a run merged with
+ * its neighbours, in a SMALL one as maximal aligned buddy blocks. */
 static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t now,
                          struct span *d) {
+    if (chunk_runs(c)) return run_insert(c, idx, n, zeroed, now, d);
     uint32_t end = idx + n;
     while (idx < end) {
         unsigned o = block_order_at(idx, end, MAX_ORDER);
@@ -417,11 +556,8 @@ size_t zone_release_free(void) {
         struct span *d;
         while (n < 64 && (d = zone.free_head[CHUNK_SMALL][MAX_ORDER])) {
             struct chunk *c = d->chunk;
-            list_del(d);
-            dirty_del(d);
-            set_head(c, 0, NULL);
+            free_unlink(d);
             desc_put(d);
-            free_add(c, -(long)CHUNK_PAGES);
             zone.st.chunks--;
             arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
             __atomic_store_n(chunk_huge(c), (uint8_t)CHUNK_HUGE_NONE, __ATOMIC_RELAXED); /* a new mapping carries no advice */
@@ -445,8 +581,6 @@ size_t zone_release_free(void) {
     return released;
 }
 
-/* Take a block of exactly `order`, splitting a larger one; lock held and
- * MAX_ORDER descriptors reserved. */
 /* The block of the fullest chunk among the first few of a list. */
 static struct span *fullest(struct span *d) {
     struct span *best = d;
@@ -461,36 +595,27 @@ static struct span *fullest(struct span *d) {
 
 static size_t in_use_locked(void) { return zone.st.chunks * CHUNK_PAGES - zone.st.free_pages; }
 
-static struct span *block_take(unsigned order) {
-    unsigned type = order <= PCP_MAX_ORDER ? CHUNK_SMALL : CHUNK_LARGE, k = order;
-    struct span *d = NULL;
-    for (; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
+static unsigned order_for(size_t pages) {
+    return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
+}
+
+/* A buddy block of order or more in the SMALL chunks (the fullest among the
+ * first few of the lowest list that has one), or NULL.  The first growth of
+ * the heap adds only the first arena's metadata chunk (a small chunk), so
+ * that a small program touches one chunk's table page, not two. */
+static struct span *buddy_find(unsigned order, unsigned *k) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (*k = order; *k < MAX_ORDER; (*k)++)
+            if (zone.free_head[CHUNK_SMALL][*k]) return fullest(zone.free_head[CHUNK_SMALL][*k]);
+        if (pass || zone.free_head[CHUNK_SMALL][MAX_ORDER] || zone.arenas || !chunk_grow(false)) break;
     }
-    if (!d && !zone.free_head[CHUNK_SMALL][MAX_ORDER] && !zone.arenas && chunk_grow(false)) {
-        /* the first arena's metadata chunk (a small chunk) is used first: a
-         * small program then touches one chunk's table page, not two */
-        for (k = order; k < MAX_ORDER && !(d = zone.free_head[type][k]); k++) {
-        }
-    }
-    if (!d) {
-        k = MAX_ORDER;
-        d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
-        if (!d && chunk_grow(true)) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
-        if (d) {
-            *chunk_type(d->chunk) = (uint8_t)type; /* a whole free chunk takes the type of its first use */
-            thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED,
-                           in_use_locked());
-        } else {
-            for (k = order; k < MAX_ORDER && !(d = zone.free_head[!type][k]); k++) {
-            }
-            if (!d) return NULL;
-        }
-    }
-    if (k < MAX_ORDER) d = fullest(d);
-    list_del(d);
-    dirty_del(d);
-    set_head(d->chunk, d->page_idx, NULL);
-    free_add(d->chunk, -(1l << k));
+    return NULL;
+}
+
+/* The free block d of order k, split down to order: the block at its
+ * start (SPAN_TAKEN), its buddies back on the lists. */
+static struct span *buddy_split(struct span *d, unsigned k, unsigned order) {
+    free_unlink(d);
     while (k > order) {
         k--;
         struct span *b = desc_get();
@@ -514,90 +639,30 @@ static struct span *block_take(unsigned order) {
     return d;
 }
 
-static unsigned order_for(size_t pages) {
-    return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
-}
-
-/* Odd-sized spans are carved one after another (next fit): a span starts
- * where the last one ended when the free blocks there hold it.  Carved each
- * from its own power-of-two block, they would leave the tails as holes of
- * orders below a slab's, which no later request uses: never touched with
- * 4 KiB pages, but resident in a huge chunk.  Takes the free blocks that
- * cover [idx, idx + n) of c (lock held, descriptors reserved), or NULL. */
-static struct span *run_take(struct chunk *c, uint32_t idx, uint32_t n) {
-    uint32_t end = idx;
-    while (end < idx + n) {
-        if (end >= CHUNK_PAGES) return NULL;
-        struct span *b = atomic_load_explicit(&c->span_of[end], memory_order_relaxed);
-        if (!b || span_kind(b) != SPAN_ZONE_FREE || b->page_idx != end || b->chunk != c) return NULL;
-        end += b->npages;
+/* A whole free chunk, growing the heap if none is free, given the type of
+ * its first use (lock held), or NULL. */
+static struct span *whole_take(unsigned type) {
+    struct span *d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+    if (!d && chunk_grow(true)) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+    if (d) {
+        *chunk_type(d->chunk) = (uint8_t)type;
+        thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED, in_use_locked());
     }
-    struct span *first = NULL;
-    bool zeroed = true, last_zeroed = true;
-    uint64_t freed_at = 0;
-    for (uint32_t i = idx; i < end;) {
-        struct span *b = atomic_load_explicit(&c->span_of[i], memory_order_relaxed);
-        list_del(b);
-        dirty_del(b);
-        set_head(c, i, NULL);
-        free_add(c, -(long)b->npages);
-        last_zeroed = b->flags & SPAN_ZEROED;
-        zeroed &= last_zeroed;
-        freed_at = b->freed_at;
-        i += b->npages;
-        if (!first) first = b;
-        else desc_put(b);
-    }
-    if (end > idx + n) range_insert(c, idx + n, end - idx - n, last_zeroed, freed_at, NULL);
-    span_set_kind(first, SPAN_TAKEN);
-    first->page_idx = idx;
-    first->npages = n;
-    first->order = (uint8_t)order_for(n);
-    first->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
-    first->flags = zeroed ? SPAN_ZEROED : 0;
-    return first;
+    return d;
 }
 
-/* A chunk backed (or to be backed) by a huge page is resident whole: next
- * fit matters there only.  In a chunk of 4 KiB pages the tail of a block
- * carved from a power of two stays untouched, and taking the freed blocks
- * first (the lists are LIFO) reuses resident pages, where next fit would
- * walk through untouched ones for as long as the purge delay keeps the
- * freed pages resident. */
-static bool chunk_packs_odd(const struct chunk *c) {
-    uint8_t h = *chunk_huge(c);
-    return h == CHUNK_HUGE_ADVISED || h == CHUNK_HUGE_COLLAPSED;
-}
-
-/* A large span whose order has no free block in the large chunks would
- * split a whole free chunk or grow the heap, while runs of smaller free
- * blocks lie side by side in chunks already used: the buddy system merges
- * only aligned buddies, so after random sizes come and go the free pages
- * of a large chunk are rarely an aligned block of a high order.  The first
- * run of n free pages that starts at a free block of the orders just below
- * serves it, as a best-fit heap's would (lock held, descriptors reserved).
- * The search runs under the zone lock, so it looks at RUN_SEARCH_BLOCKS
- * blocks at most.  A block that realloc will grow takes the block of its
- * order instead: in a run that ends right behind it, it would move at its
- * next growths (more bytes copied, docs/notes/server-patterns.md). */
-#define RUN_SEARCH_BLOCKS 8
-#define RUN_SEARCH_ORDERS 4
-static struct span *run_search(unsigned order, uint32_t n) {
-    int budget = RUN_SEARCH_BLOCKS;
-    for (unsigned k = order; k-- > 0 && k + RUN_SEARCH_ORDERS >= order && budget > 0;)
-        for (struct span *b = zone.free_head[CHUNK_LARGE][k]; b && budget-- > 0; b = b->next) {
-            struct span *d = run_take(b->chunk, b->page_idx, n);
-            if (d) return d;
-        }
-    return NULL;
-}
-/* whether a large chunk has a free block of order or more (lock held; or
- * unlocked, as a hint) */
-static bool large_order_free(unsigned order) {
-    return order < MAX_ORDER && atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> order;
-}
-bool zone_large_fits_hint(size_t npages) {
-    return npages <= (1u << PCP_MAX_ORDER) || large_order_free(order_for(npages));
+/* Take a block of exactly `order` (a power of two, aligned) for the SMALL
+ * chunks: a buddy block, else a whole free chunk, else (the arena cannot
+ * grow) an aligned piece of a LARGE chunk's run; lock held and MAX_ORDER
+ * descriptors reserved. */
+static struct span *block_take(unsigned order) {
+    unsigned k;
+    struct span *d = buddy_find(order, &k);
+    if (!d && (d = whole_take(CHUNK_SMALL))) k = MAX_ORDER;
+    if (d) return buddy_split(d, k, order);
+    uint32_t at;
+    d = run_fit(1u << order, 1u << order, &at);
+    return d ? run_cut(d, at, 1u << order) : NULL;
 }
 
 /* A block that realloc will grow, in a heap of at most GROW_ROOM_HEAP_CHUNKS
@@ -609,31 +674,57 @@ bool zone_large_fits_hint(size_t npages) {
  * heap this small are not backed by huge pages (thp.c).  In a larger heap
  * the freed blocks around a buffer are what it should grow into, and the
  * room would spread growing buffers over more chunks (docs/notes/
- * startup.md, session 11). */
+ * startup.md, session 11).  Either way a growing block is carved from a
+ * power of two's pages, whose rest stays free behind it for zone_resize. */
 #define GROW_ROOM 4
 #define GROW_ROOM_HEAP_CHUNKS 4
 
-/* packed: an odd size may be carved right after the last one (next fit) in
- * a huge chunk; a block that realloc will grow is not, so the rest of its
- * power-of-two block stays free behind it for zone_resize (lock held) */
+/* whether a LARGE chunk has a free run of 2^order pages or more (lock held;
+ * or unlocked, as a hint) */
+static bool large_order_free(unsigned order) {
+    return order < MAX_ORDER && atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> order;
+}
+bool zone_large_fits_hint(size_t npages) {
+    return npages <= (1u << PCP_MAX_ORDER) || large_order_free(order_for(npages));
+}
+
+/* Which spans the LARGE chunks' runs serve: every page count but the
+ * powers of two up to PCP_MAX_ORDER's (slabs and the pagesets' order
+ * lists, which need their alignment and the free lists). */
+static bool run_size(size_t npages) {
+    return (npages & (npages - 1)) != 0 || npages > (1u << PCP_MAX_ORDER);
+}
+
+/* A span of npages from the runs: the best fit in a LARGE chunk; while the
+ * heap is small (GROW_ROOM_HEAP_CHUNKS), a buddy block of a small chunk
+ * before a whole chunk, so that a small program's first large blocks share
+ * the chunk its slabs use; else a whole free chunk; else (the arena cannot
+ * grow) a buddy block (lock held, descriptors reserved). */
+static struct span *run_take(uint32_t npages, uint32_t align) {
+    uint32_t at = 0;
+    struct span *d = run_fit(npages, align, &at);
+    if (d) return run_cut(d, at, npages);
+    unsigned order = order_for(npages > align ? npages : align), k;
+    if (order <= PCP_MAX_ORDER && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && (d = buddy_find(order, &k)))
+        return buddy_split(d, k, order);
+    if ((d = whole_take(CHUNK_LARGE))) return run_cut(d, run_fits(d, npages, align), npages);
+    return (d = buddy_find(order, &k)) ? buddy_split(d, k, order) : NULL;
+}
+
+/* packed: the span takes the best fit; a block that realloc will grow
+ * (!packed) takes its power of two, and gives back what lies past npages
+ * (lock held) */
 static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool packed) {
     size_t want = npages > align_pages ? npages : align_pages;
     if (npages == 0 || want > CHUNK_PAGES) return NULL;
     unsigned order = order_for(!packed && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && want * GROW_ROOM <= CHUNK_PAGES
                                    ? want * GROW_ROOM
                                    : want);
-    bool odd = packed && (npages & (npages - 1)) != 0 && align_pages <= 1;
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
-        if (odd && zone.odd_chunk && chunk_packs_odd(zone.odd_chunk))
-            d = run_take(zone.odd_chunk, zone.odd_next, (uint32_t)npages);
-        if (!d && packed && order > PCP_MAX_ORDER && align_pages <= 1 && !large_order_free(order))
-            d = run_search(order, (uint32_t)npages);
-        if (!d) d = block_take(order);
-    }
-    if (d && odd && chunk_packs_odd(d->chunk)) {
-        zone.odd_chunk = d->chunk;
-        zone.odd_next = d->page_idx + (uint32_t)npages;
+        size_t take = packed ? npages : (size_t)1 << order;
+        if (take < CHUNK_PAGES && run_size(take)) d = run_take((uint32_t)take, (uint32_t)align_pages);
+        else d = block_take(order);
     }
     if (d) {
         if (npages < d->npages) {
@@ -656,10 +747,6 @@ struct span *zone_alloc_growable(size_t npages, size_t align_pages) { return zon
 
 static void span_release_locked(struct span *s, uint64_t now) {
     zone.st.pages_to_zone += s->npages;
-    /* the last odd span carved comes back: the next one starts where it did,
-     * so a program's short-lived buffers reuse the same pages (as glibc's
-     * top chunk does) instead of walking through untouched ones */
-    if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
     range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, now, s);
 }
 
@@ -686,7 +773,7 @@ void zone_free_bulk(struct span *list) {
  *
  * A block allocated on one CPU and freed on another leaves the first CPU's
  * pageset short of its size and the second one's over its high: without
- * more, each such block costs one span carved from the buddy lists and one
+ * more, each such block costs one span carved from the free lists and one
  * merged back, under the zone lock, per CPU (the pool's 4-64 KiB bursts:
  * ~40 k a second at 2 threads, 400 ns held each, mostly cache misses on
  * descriptors and span_of entries the other CPU wrote last).  The depot is
@@ -709,8 +796,8 @@ void zone_free_bulk(struct span *list) {
  *    counts their pages, and depot_pages_total every shard's.
  * Bounds: at most DEPOT_SLOTS spans of a size, and the pages the putter
  * allows (the pagesets pass a share of the zone, 0 under memory pressure);
- * what does not fit goes to the buddy lists (one zone-lock hold).  Memory
- * is kept no longer than the buddy lists would have kept it resident: a
+ * what does not fit goes to the free lists (one zone-lock hold).  Memory
+ * is kept no longer than the free lists would have kept it resident: a
  * span put more than purge_delay_ms ago goes to them at the next
  * zone_purge, which purges it in the same pass, and every span at
  * malloc_trim and address-space reclaim.  The shards are collected with
@@ -738,10 +825,10 @@ static _Atomic uint64_t depot_pages_total;
  * and which pagesets asked (a bit per pageset index % 64, cleared at each
  * purge pass).  A put of a span takes one of its size's credits and needs
  * another pageset than the putter's to have asked: without both it goes
- * to the buddy lists.  The depot then holds what other CPUs ask for: a
+ * to the free lists.  The depot then holds what other CPUs ask for: a
  * single thread whose overflow is of sizes it does not ask for again
  * (growing buffers: alloc/realloc kept 4 MiB of slab blocks there, its
- * peak RSS +12%) gives it to the buddy lists as before. */
+ * peak RSS +12%) gives it to the free lists as before. */
 static _Atomic uint16_t depot_credit[CHUNK_PAGES];
 static _Atomic uint64_t depot_askers[CHUNK_PAGES];
 /* true while a credit or an asker may be nonzero: until then asks_decay
@@ -819,9 +906,8 @@ static bool depot_fits(const struct span *s, bool exact) {
     return exact && n < CHUNK_PAGES;
 }
 
-/* A depot span to the buddy lists, freed when it was put (zone lock held). */
+/* A depot span to the free lists, freed when it was put (zone lock held). */
 static void depot_release(struct span *s) {
-    if (s->chunk == zone.odd_chunk && s->page_idx + s->npages == zone.odd_next) zone.odd_next = s->page_idx;
     range_insert(s->chunk, s->page_idx, s->npages, s->flags & SPAN_ZEROED, s->freed_at, s);
 }
 
@@ -856,7 +942,7 @@ static struct span *depot_collect(uint64_t before) {
     return list;
 }
 
-/* depot_collect's spans to the buddy lists (zone lock held); those put
+/* depot_collect's spans to the free lists (zone lock held); those put
  * before `before` to the head of the dirty list, where this purge finds
  * them. */
 static void depot_release_list(struct span *list, uint64_t before) {
@@ -897,9 +983,9 @@ static long depot_take(uint32_t npages, long n, struct span **out) {
  * from the depot, the most recently put first, into out[] (kind
  * SPAN_PCP_FREE, as put; one hold of their shard's lock); then, for an
  * order list's refill (list non-NULL: a power of two up to PCP_MAX_ORDER
- * pages, aligned), the rest of the n from the buddy lists into *list
+ * pages, aligned), the rest of the n from the free lists into *list
  * (linked through ->next, kind SPAN_TAKEN); for an exact list's, when the
- * depot has none, one span from the buddy lists (out[0], SPAN_TAKEN): one
+ * depot has none, one span from the free lists (out[0], SPAN_TAKEN): one
  * zone-lock hold, only when the depot did not have them all.  Returns the
  * spans in out[]. */
 long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct span **list) {
@@ -912,7 +998,7 @@ long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct spa
     bool order = list && (npages & (npages - 1)) == 0 && npages <= (1u << PCP_MAX_ORDER);
     if (order ? got >= n : got > 0) return got;
     zone_lock();
-    if (order) { /* an order list: the rest of the refill from the buddy lists */
+    if (order) { /* an order list: the rest of the refill from the free lists */
         unsigned o = (unsigned)__builtin_ctz(npages);
         long taken = 0;
         while (got + taken < n && desc_reserve(MAX_ORDER + 1)) {
@@ -934,13 +1020,13 @@ long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct spa
 /* A pageset's overflow (pageset index cpu; a list through ->next): into
  * the depot while it holds fewer than max_pages pages, its size has a free
  * slot and is wanted by another pageset (see depot_credit), one hold of
- * each shard's lock its sizes fall in; the rest to the buddy lists (one
+ * each shard's lock its sizes fall in; the rest to the free lists (one
  * zone-lock hold); exact: spans of the exact lists' sizes too (the
  * pageset's exact lists hit: its sizes repeat; spans of sizes that do not
- * would only pin their chunks), else those to the buddy lists. */
+ * would only pin their chunks), else those to the free lists. */
 void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
-    /* the buddy lists get what the depot does not keep in list order (the
-     * order of the drain: their next-fit and LIFO placement depend on it) */
+    /* the free lists get what the depot does not keep in list order (the
+     * order of the drain: their LIFO placement depends on it) */
     struct span *bucket[DEPOT_SHARDS], **tail[DEPOT_SHARDS], *rest = NULL, **rest_tail = &rest;
     uint32_t used = 0; /* bit i: bucket[i] and tail[i] are set */
     while (list) { /* sorted by shard outside any lock (the caller's lines), in list order */
@@ -1005,7 +1091,7 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
     zone_unlock();
 }
 
-/* Memory pressure (reclaim active): every depot span to the buddy lists
+/* Memory pressure (reclaim active): every depot span to the free lists
  * now, where reclaim and the purge reach it. */
 void zone_depot_flush(void) {
     uint64_t now = os_now_ms(), delay = (uint64_t)opt.purge_delay_ms;
@@ -1087,10 +1173,7 @@ bool zone_resize(struct span *s, size_t npages) {
             uint32_t got = idx; /* the blocks cover [end, got) */
             for (idx = end; idx < got;) {
                 struct span *d = atomic_load_explicit(&c->span_of[idx], memory_order_relaxed);
-                list_del(d);
-                dirty_del(d);
-                set_head(c, idx, NULL);
-                free_add(c, -(long)d->npages);
+                free_unlink(d);
                 idx += d->npages;
                 desc_put(d);
             }
@@ -1118,7 +1201,7 @@ size_t zone_purge(bool all, size_t budget) {
      * for a madvise, when another thread may take that block) */
     bool requeued = false;
     /* the depot's spans that would have been purged by now had they gone
-     * to the buddy lists go there now, and are purged below */
+     * to the free lists go there now, and are purged below */
     uint64_t delay = (uint64_t)opt.purge_delay_ms, before = all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0;
     struct span *expired = depot_collect(before);
     asks_decay();
@@ -1157,9 +1240,9 @@ size_t zone_purge(bool all, size_t budget) {
         zone.st.purged_bytes += bytes;
         if (!expired_d) zone.st.bound_purged_bytes += bytes;
         done += bytes;
-        set_head(d->chunk, d->page_idx, NULL);
-        if (!desc_reserve(MAX_ORDER + 1)) break; /* leaves the block out: only on meta OOM */
-        block_insert(d->chunk, d->page_idx, d->order, true, 0, d);
+        tags_clear(d);
+        if (!desc_reserve(2 * MAX_ORDER + 2)) break; /* leaves the block out: only on meta OOM */
+        range_insert(d->chunk, d->page_idx, d->npages, true, 0, d);
     }
     zone_unlock();
     return done;
@@ -1269,9 +1352,9 @@ void zone_unlock_all(bool child) {
     thp_after_fork_child();
     struct span *d = zone.purging;
     zone.purging = NULL;
-    if (d && desc_reserve(MAX_ORDER + 1)) {
-        set_head(d->chunk, d->page_idx, NULL);
-        block_insert(d->chunk, d->page_idx, d->order, false, os_now_ms(), d);
+    if (d && desc_reserve(2 * MAX_ORDER + 2)) {
+        tags_clear(d);
+        range_insert(d->chunk, d->page_idx, d->npages, false, os_now_ms(), d);
     }
     lock_reset(&zone.lock);
 }
@@ -1286,11 +1369,18 @@ static size_t check_locked(void) {
         for (unsigned t = 0; t < 2; t++)
         for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
             pages += d->npages;
-            bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k || d->npages != (1u << k);
-            bad += (d->page_idx & ((1u << k) - 1)) != 0;
+            bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
             bad += d->start != chunk_base(d->chunk) + ((size_t)d->page_idx << PAGE_SHIFT);
-            if (k < MAX_ORDER) {
+            if (t == CHUNK_LARGE) { /* a run: any length of its order, tagged, its neighbours not free */
+                bad += !chunk_runs(d->chunk) || d->npages >> k != 1 || d->page_idx + d->npages > CHUNK_PAGES;
+                bad += d->npages > 1 && atomic_load(&d->chunk->span_of[d->page_idx + d->npages - 1]) != d;
+                bad += run_before(d->chunk, d->page_idx) != NULL || run_after(d->chunk, d->page_idx + d->npages) != NULL;
+            } else {
+                bad += d->npages != (1u << k) || (d->page_idx & ((1u << k) - 1)) != 0;
+                bad += k < MAX_ORDER && chunk_runs(d->chunk);
+            }
+            if (k < MAX_ORDER && t == CHUNK_SMALL) {
                 struct span *b = atomic_load(&d->chunk->span_of[d->page_idx ^ (1u << k)]);
                 bad += b && span_kind(b) == SPAN_ZONE_FREE && b->order == k &&
                        b->page_idx == (d->page_idx ^ (1u << k));

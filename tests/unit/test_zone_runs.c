@@ -1,0 +1,88 @@
+/* Unit test: the LARGE chunks' free runs (zone.c).  A span takes exactly
+ * its page count (no power-of-two rounding); a freed span merges with the
+ * free runs on both sides at once (boundary tags), so that a span as large
+ * as the merged pages fits there without the zone growing; a span takes
+ * the smallest run that holds it (best fit), not the first or the largest,
+ * at the run's end (its front stays free behind the block before it); an
+ * aligned span is cut from the middle of a run; a block that realloc
+ * will grow keeps its power of two's pages free behind it; the hint the
+ * big-block caches read agrees with the runs.  zone_check (every run's
+ * tags, length and order, no two free runs side by side) after each step.
+ * Each check fails on the buddy zone this replaced. */
+#include <stdio.h>
+
+#include "api_layer.h"
+#include "unit.h"
+
+static uint64_t chunks(void) {
+    struct zone_stats st;
+    zone_stats(&st);
+    return st.chunks;
+}
+
+int main(void) {
+    folio_init();
+    /* five spans side by side in one large chunk, 100 + 90 + 120 + 80 + 110
+     * = 500 pages, each exact, each cut at the end of the free run, right
+     * below the one before: [412, 512), [322, 412), [202, 322), [122, 202),
+     * [12, 122) */
+    static const uint32_t len[5] = {100, 90, 120, 80, 110};
+    struct span *q[5];
+    uint32_t end = CHUNK_PAGES;
+    for (int i = 0; i < 5; i++) {
+        EXPECT(q[i] = zone_alloc_pages(len[i], 1), "alloc of %u pages failed", len[i]);
+        EXPECT(q[i]->npages == len[i], "asked %u pages, got %u", len[i], q[i]->npages);
+        end -= len[i];
+        EXPECT(q[i]->chunk == q[0]->chunk && q[i]->page_idx == end, "span %d at page %u of %s chunk, not at %u", i,
+               q[i]->page_idx, q[i]->chunk == q[0]->chunk ? "the same" : "another", end);
+    }
+    EXPECT(zone_check() == 0, "zone inconsistent after the allocations");
+    uint64_t grown = chunks();
+
+    /* best fit: free the 90 and the 80 (not side by side); 75 pages take
+     * the end of the 80-page run, though the 90 was freed last and is first
+     * on its list */
+    zone_free_span(q[3]);
+    zone_free_span(q[1]);
+    EXPECT(zone_check() == 0, "zone inconsistent after two frees");
+    struct span *r = zone_alloc_pages(75, 1);
+    EXPECT(r && r->chunk == q[0]->chunk && r->page_idx == 202 - 75,
+           "75 pages went to page %u, not to the end of the 80-page run [122, 202)", r ? r->page_idx : 0);
+    zone_free_span(r); /* the 80 pages are one run again */
+
+    /* merging on both sides: freeing the 120 between the 80 and the 90
+     * leaves one run of 290 pages, [122, 412), which a span of 290 takes */
+    zone_free_span(q[2]);
+    EXPECT(zone_check() == 0, "zone inconsistent after the merge");
+    EXPECT(zone_large_fits_hint(256), "a free run of 290 pages is in a large chunk, the hint says no");
+    struct span *m = zone_alloc_pages(290, 1);
+    EXPECT(m && m->chunk == q[0]->chunk && m->page_idx == 122,
+           "290 pages went to page %u of %s chunk, not to the merged run at 122", m ? m->page_idx : 0,
+           m && m->chunk == q[0]->chunk ? "the same" : "another");
+    EXPECT(chunks() == grown, "the zone grew from %llu to %llu chunks", (unsigned long long)grown,
+           (unsigned long long)chunks());
+    zone_free_span(m);
+
+    /* alignment: 65 pages aligned to 64 from the run [122, 412): the
+     * highest aligned start they fit at, 320 */
+    struct span *a = zone_alloc_pages(65, 64);
+    EXPECT(a && a->chunk == q[0]->chunk && a->page_idx == 320, "65 pages aligned to 64 at page %u, not 320",
+           a ? a->page_idx : 0);
+    EXPECT(zone_check() == 0, "zone inconsistent after an aligned cut");
+    zone_free_span(a);
+
+    /* a block realloc will grow: 200 pages carved from a run with room up
+     * to its power of two (256) behind it */
+    struct span *g = zone_alloc_growable(200, 1);
+    EXPECT(g && zone_resize(g, 256), "a growable block could not grow in place to 256 pages");
+    EXPECT(zone_check() == 0, "zone inconsistent after a resize");
+    zone_free_span(g);
+
+    zone_free_span(q[0]);
+    zone_free_span(q[4]);
+    EXPECT(zone_check() == 0, "zone inconsistent at the end");
+    /* everything free: the chunk is whole again (no run of it is left) */
+    EXPECT(!zone_large_fits_hint(100), "a whole free chunk is still a large run");
+    printf("test_unit_zone_runs: ok\n");
+    return 0;
+}
