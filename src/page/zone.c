@@ -50,6 +50,7 @@
 #include "page.h"
 
 #define SPAN_DIRTY_LISTED 0x4u
+#define SPAN_RUN_ROOM 0x8u /* a free run: room behind a block that realloc grows (run_fit) */
 
 /* The lock and the counters every hold writes lead; the published copies
  * are stored only when they changed (their line stays shared). */
@@ -285,8 +286,8 @@ static void free_unlink(struct span *d) {
 }
 
 /* The free run [idx, idx + n) of c, as d (or a new descriptor), merged with
- * nothing: its neighbours are not free. */
-static void run_place(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t freed_at,
+ * nothing: its neighbours are not free.  fl: SPAN_ZEROED, SPAN_RUN_ROOM. */
+static void run_place(struct chunk *c, uint32_t idx, uint32_t n, unsigned fl, uint64_t freed_at,
                       struct span *d) {
     if (!d) d = desc_get();
     span_set_kind(d, SPAN_ZONE_FREE);
@@ -295,13 +296,13 @@ static void run_place(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, ui
     d->npages = n;
     d->order = (uint8_t)run_order(n);
     d->start = chunk_base(c) + ((size_t)idx << PAGE_SHIFT);
-    d->flags = zeroed ? SPAN_ZEROED : 0;
+    d->flags = (uint8_t)(fl & (n < CHUNK_PAGES ? SPAN_ZEROED | SPAN_RUN_ROOM : SPAN_ZEROED));
     d->freed_at = freed_at;
     free_add(c, n);
     set_head(c, idx, d);
     if (n > 1 && n < CHUNK_PAGES) set_head(c, idx + n - 1, d);
     list_add(d);
-    if (!zeroed && d->order >= (unsigned)opt.purge_min_order) dirty_add(d);
+    if (!(fl & SPAN_ZEROED) && d->order >= (unsigned)opt.purge_min_order) dirty_add(d);
 }
 
 /* the free run that ends right before page idx / starts at page end, or NULL */
@@ -315,8 +316,11 @@ static struct span *run_after(struct chunk *c, uint32_t end) {
 }
 
 /* Free [idx, idx + n) of a LARGE chunk, merged with the free runs on both
- * sides (dirty if any part is, freed when the latest dirty part was). */
-static void run_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t freed_at,
+ * sides (dirty if any part is, freed when the latest dirty part was).  The
+ * merged run is a room (SPAN_RUN_ROOM) if its first part is: a run merged
+ * with the one before it is that run's room or not, one merged with the
+ * one after it stops being that run's room (its block is the range freed). */
+static void run_insert(struct chunk *c, uint32_t idx, uint32_t n, unsigned fl, uint64_t freed_at,
                        struct span *d) {
     struct span *side[2] = {run_before(c, idx), run_after(c, idx + n)};
     for (int i = 0; i < 2; i++) {
@@ -324,14 +328,17 @@ static void run_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, u
         if (!b) continue;
         free_unlink(b);
         if (!(b->flags & SPAN_ZEROED)) {
-            if (zeroed || b->freed_at > freed_at) freed_at = b->freed_at;
-            zeroed = false;
+            if ((fl & SPAN_ZEROED) || b->freed_at > freed_at) freed_at = b->freed_at;
+            fl &= ~SPAN_ZEROED;
         }
-        if (i == 0) idx = b->page_idx;
+        if (i == 0) {
+            idx = b->page_idx;
+            fl = (fl & ~SPAN_RUN_ROOM) | (b->flags & SPAN_RUN_ROOM);
+        }
         n += b->npages;
         desc_put(b);
     }
-    run_place(c, idx, n, zeroed, freed_at, d);
+    run_place(c, idx, n, fl, freed_at, d);
 }
 
 /* Where n pages aligned to align fit in the free run d: their first page,
@@ -346,52 +353,62 @@ static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align) {
     return at >= d->page_idx ? at : UINT32_MAX;
 }
 /* The smallest run among the first RUN_FIT_LOOK of each list, from n's
- * order up, that holds n pages aligned to align (*at: where), or NULL. */
+ * order up, that holds n pages aligned to align (*at: where), or NULL.
+ * Rooms (the pages a block that realloc grows was given past its end, and
+ * what it left there) are taken only when no other run fits: the smallest
+ * free runs are often rooms, and a best fit would take them first, so that
+ * the next growth of their block would copy it instead (a room is given
+ * up, merged, when its block is freed). */
 static struct span *run_fit(uint32_t n, uint32_t align, uint32_t *at) {
-    for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
-        struct span *best = NULL;
-        int look = RUN_FIT_LOOK;
-        for (struct span *d = zone.free_head[CHUNK_LARGE][k]; d && look-- > 0; d = d->next) {
-            uint32_t a = run_fits(d, n, align);
-            if (a == UINT32_MAX || (best && d->npages >= best->npages)) continue;
-            best = d;
-            *at = a;
-            if (d->npages == n) break;
+    for (unsigned rooms = 0; rooms < 2; rooms++)
+        for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
+            struct span *best = NULL;
+            int look = RUN_FIT_LOOK;
+            for (struct span *d = zone.free_head[CHUNK_LARGE][k]; d && look-- > 0; d = d->next) {
+                if (!rooms && (d->flags & SPAN_RUN_ROOM)) continue;
+                uint32_t a = run_fits(d, n, align);
+                if (a == UINT32_MAX || (best && d->npages >= best->npages)) continue;
+                best = d;
+                *at = a;
+                if (d->npages == n) break;
+            }
+            if (best) return best;
         }
-        if (best) return best;
-    }
     return NULL;
 }
 
 /* [at, at + n) out of the free run (or whole free chunk) d, as d (kind
- * SPAN_TAKEN); what is left on either side stays free (lock held, two
- * descriptors reserved). */
+ * SPAN_TAKEN); what is left on either side stays free, the part before it
+ * a room if d was (lock held, two descriptors reserved). */
 static struct span *run_cut(struct span *d, uint32_t at, uint32_t n) {
     struct chunk *c = d->chunk;
     uint32_t idx = d->page_idx, end = idx + d->npages;
-    bool zeroed = d->flags & SPAN_ZEROED;
+    unsigned fl = d->flags & (SPAN_ZEROED | SPAN_RUN_ROOM);
     uint64_t freed_at = d->freed_at;
     free_unlink(d);
-    if (at > idx) run_place(c, idx, at - idx, zeroed, freed_at, NULL);
-    if (at + n < end) run_place(c, at + n, end - at - n, zeroed, freed_at, NULL);
+    if (at > idx) run_place(c, idx, at - idx, fl, freed_at, NULL);
+    if (at + n < end) run_place(c, at + n, end - at - n, fl & SPAN_ZEROED, freed_at, NULL);
     span_set_kind(d, SPAN_TAKEN);
     d->page_idx = at;
     d->npages = n;
     d->order = (uint8_t)(n <= 1 ? 0 : 64 - __builtin_clzll((uint64_t)n - 1));
     d->start = chunk_base(c) + ((size_t)at << PAGE_SHIFT);
-    d->flags = zeroed ? SPAN_ZEROED : 0;
+    d->flags = fl & SPAN_ZEROED;
     return d;
 }
 
 /* Free the pages [idx, idx+n) of c: in a LARGE chunk as a run merged with
- * its neighbours, in a SMALL one as maximal aligned buddy blocks. */
-static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, bool zeroed, uint64_t now,
+ * its neighbours, in a SMALL one as maximal aligned buddy blocks.  fl:
+ * SPAN_ZEROED, and SPAN_RUN_ROOM for the pages behind a block that realloc
+ * grows (a buddy block needs none: no smaller request takes its pages
+ * before a block of its own order would). */
+static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, unsigned fl, uint64_t now,
                          struct span *d) {
-    if (chunk_runs(c)) return run_insert(c, idx, n, zeroed, now, d);
+    if (chunk_runs(c)) return run_insert(c, idx, n, fl, now, d);
     uint32_t end = idx + n;
     while (idx < end) {
         unsigned o = block_order_at(idx, end, MAX_ORDER);
-        block_insert(c, idx, o, zeroed, now, d);
+        block_insert(c, idx, o, fl & SPAN_ZEROED, now, d);
         d = NULL;
         idx += 1u << o;
     }
@@ -430,7 +447,7 @@ static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
      * then its copy (the slot is NULL: no block of the chunk exists yet,
      * and range_insert sets it) */
     set_head(c, first, NULL);
-    range_insert(c, first, CHUNK_PAGES - first, zeroed, freed_at, NULL);
+    range_insert(c, first, CHUNK_PAGES - first, zeroed ? SPAN_ZEROED : 0, freed_at, NULL);
 }
 
 /* A chunk of an existing arena that is not in the zone (released, or past
@@ -723,13 +740,14 @@ static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool pa
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         size_t take = packed ? npages : (size_t)1 << order;
-        if (take < CHUNK_PAGES && run_size(take)) d = run_take((uint32_t)take, (uint32_t)align_pages);
+        if (take <= CHUNK_PAGES && (run_size(take) || run_size(npages)))
+            d = run_take((uint32_t)take, (uint32_t)align_pages);
         else d = block_take(order);
     }
     if (d) {
         if (npages < d->npages) {
             range_insert(d->chunk, d->page_idx + (uint32_t)npages, d->npages - (uint32_t)npages,
-                         d->flags & SPAN_ZEROED, os_now_ms(), NULL);
+                         (d->flags & SPAN_ZEROED) | (packed ? 0 : SPAN_RUN_ROOM), os_now_ms(), NULL);
             d->npages = (uint32_t)npages;
         }
         zone.st.pages_from_zone += npages;
@@ -1160,7 +1178,7 @@ bool zone_resize(struct span *s, size_t npages) {
     zone_lock();
     bool ok = desc_reserve(2 * MAX_ORDER + 2);
     if (ok && new_end < end) {
-        range_insert(c, new_end, end - new_end, false, now, NULL);
+        range_insert(c, new_end, end - new_end, SPAN_RUN_ROOM, now, NULL);
         zone.st.pages_to_zone += end - new_end;
     } else if (ok && new_end > end) {
         uint32_t idx = end;
@@ -1177,7 +1195,7 @@ bool zone_resize(struct span *s, size_t npages) {
                 idx += d->npages;
                 desc_put(d);
             }
-            if (got > new_end) range_insert(c, new_end, got - new_end, false, now, NULL);
+            if (got > new_end) range_insert(c, new_end, got - new_end, SPAN_RUN_ROOM, now, NULL);
             zone.st.pages_from_zone += new_end - end;
         }
     }
@@ -1242,7 +1260,7 @@ size_t zone_purge(bool all, size_t budget) {
         done += bytes;
         tags_clear(d);
         if (!desc_reserve(2 * MAX_ORDER + 2)) break; /* leaves the block out: only on meta OOM */
-        range_insert(d->chunk, d->page_idx, d->npages, true, 0, d);
+        range_insert(d->chunk, d->page_idx, d->npages, SPAN_ZEROED | (d->flags & SPAN_RUN_ROOM), 0, d);
     }
     zone_unlock();
     return done;
@@ -1354,7 +1372,7 @@ void zone_unlock_all(bool child) {
     zone.purging = NULL;
     if (d && desc_reserve(2 * MAX_ORDER + 2)) {
         tags_clear(d);
-        range_insert(d->chunk, d->page_idx, d->npages, false, os_now_ms(), d);
+        range_insert(d->chunk, d->page_idx, d->npages, d->flags & SPAN_RUN_ROOM, os_now_ms(), d);
     }
     lock_reset(&zone.lock);
 }

@@ -5,7 +5,8 @@
  * the smallest run that holds it (best fit), not the first or the largest,
  * at the run's end (its front stays free behind the block before it); an
  * aligned span is cut from the middle of a run; a block that realloc
- * will grow keeps its power of two's pages free behind it; the hint the
+ * will grow keeps its power of two's pages free behind it, and a smaller
+ * span takes another run before that room; the hint the
  * big-block caches read agrees with the runs.  zone_check (every run's
  * tags, length and order, no two free runs side by side) after each step.
  * Each check fails on the buddy zone this replaced. */
@@ -71,11 +72,20 @@ int main(void) {
     EXPECT(zone_check() == 0, "zone inconsistent after an aligned cut");
     zone_free_span(a);
 
-    /* a block realloc will grow: 200 pages carved from a run with room up
-     * to its power of two (256) behind it */
-    struct span *g = zone_alloc_growable(200, 1);
-    EXPECT(g && zone_resize(g, 256), "a growable block could not grow in place to 256 pages");
+    /* a block realloc will grow: 230 pages cut from the run [122, 412) with
+     * its power of two's pages, [156, 412), the 26 past it left free as its
+     * room; a span of 20 pages then takes the 34-page run [122, 156), not
+     * the smaller room (a best fit would), and the block grows in place */
+    struct span *g = zone_alloc_growable(230, 1);
+    EXPECT(g && g->chunk == q[0]->chunk && g->page_idx == 156, "a growable block of 230 pages at page %u, not 156",
+           g ? g->page_idx : 0);
+    struct span *t = zone_alloc_pages(20, 1);
+    EXPECT(t && t->chunk == q[0]->chunk && t->page_idx == 156 - 20,
+           "20 pages went to page %u, not to the end of the run [122, 156) (the room is [386, 412))",
+           t ? t->page_idx : 0);
+    EXPECT(zone_resize(g, 256), "a growable block could not grow in place into its room");
     EXPECT(zone_check() == 0, "zone inconsistent after a resize");
+    zone_free_span(t);
     zone_free_span(g);
 
     zone_free_span(q[0]);
