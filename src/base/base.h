@@ -159,7 +159,7 @@ enum lock_rank {
     LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_DEPOT,      /* each shard of the zone's depot (page.h) */
-    LOCK_RANK_ZONE,       /* the zone's buddy lists */
+    LOCK_RANK_ZONE,       /* the zone's free lists */
     LOCK_RANK_META,       /* the metadata reserve */
     LOCK_RANK_COUNT
 };
@@ -308,7 +308,7 @@ static inline void lock_reset(lock_t *l) {
     X(heap_big_cache_kib, "FOLIO_HEAP_BIG_CACHE_KIB", 1024,                                    \
       "KiB of freed blocks of 32-256 KiB a thread may keep for its next ones of the same page "  \
       "count: its high starts at 0, grows by what it gave the page heap and took back, and "     \
-      "halves each purge delay without a miss; all of it goes back to the buddy lists when "   \
+      "halves each purge delay without a miss; all of it goes back to the zone when "   \
       "the thread's next large block would start a chunk; 0: none")                              \
     X(heap_list_kib, "FOLIO_HEAP_LIST_KIB", 1024,                                              \
       "most KiB of freed objects per size class a thread keeps on its own list for its next "  \
