@@ -3,8 +3,9 @@
  * 2 MiB chunks carved from large reserved arenas, behind one lock
  * (zone.lock) whose acquisitions and contended acquisitions are counted.
  * A SMALL chunk's free pages are buddy blocks of orders 0..MAX_ORDER - 1
- * (4 KiB .. 1 MiB), a LARGE chunk's are free runs of any length; a whole
- * free chunk is one block of order MAX_ORDER, whichever its type was.
+ * (4 KiB .. 1 MiB), a MEDIUM or LARGE chunk's are free runs of any length;
+ * a whole free chunk is one block of order MAX_ORDER, whichever its type
+ * was.
  *
  * Invariants, all under zone.lock:
  *  - a free buddy block of order k (SMALL chunks, and whole free chunks)
@@ -13,8 +14,8 @@
  *    descriptor (kind SPAN_ZONE_FREE); its other span_of entries are NULL;
  *  - two free buddies of the same order are never both on the lists: they
  *    are merged when the second one is freed;
- *  - a free run (LARGE chunks, "free runs" below) of n pages is on
- *    free_head[CHUNK_LARGE][floor(log2(n))], its first and last pages map
+ *  - a free run (MEDIUM and LARGE chunks, "free runs" below) of n pages is
+ *    on free_head[its chunk's type][floor(log2(n))], its first and last pages map
  *    to it and no other does, and the pages on either side of it are not
  *    free: runs are merged as they are freed;
  *  - a free block or run without SPAN_ZEROED (dirty) of order >=
@@ -22,12 +23,13 @@
  *    freed; the purger madvises it once it has been free for purge_delay_ms.
  *  - grouping by size (the kernel's pageblock mobility grouping, at chunk
  *    granularity): a chunk split for the powers of two up to PCP_MAX_ORDER
- *    (slabs, the pagesets' order lists) is a SMALL chunk, one split for any
- *    other page count a LARGE chunk; spans are taken from chunks of their
- *    own type first, a whole free chunk next, and from the other type only
- *    when the arena cannot grow (or, for a large span, while the heap is
- *    small).  Small blocks held by pagesets and slabs then pin few chunks,
- *    and large spans still find room.  Whole free chunks are on
+ *    (slabs, the pagesets' order lists) is a SMALL chunk, one split for the
+ *    other page counts up to PCP_MAX_ORDER's a MEDIUM chunk, one for larger
+ *    spans a LARGE chunk (span_type); spans are taken from chunks of their
+ *    own type first, a whole free chunk next, and from another type only
+ *    when the arena cannot grow (or, for a span of up to 64 pages, while
+ *    the heap is small).  Small blocks held by pagesets and slabs then pin
+ *    few chunks, and large spans still find room.  Whole free chunks are on
  *    free_head[0][MAX_ORDER]; a chunk's type is set when it is taken whole.
  *  - head->free_pages[i] counts the free pages of chunk i on the lists;
  *    a buddy block is taken from the fullest chunk among the first few of
@@ -57,7 +59,7 @@
 static FORK_STATE struct zone {
     lock_t lock;
     struct zone_stats st;
-    struct span *free_head[2][MAX_ORDER + 1]; /* [chunk type][order] */
+    struct span *free_head[3][MAX_ORDER + 1]; /* [chunk type][order] */
     struct span *dirty_head, *dirty_tail;
     char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
     struct arena_head *arenas;   /* every arena */
@@ -137,7 +139,7 @@ static void desc_put(struct span *d) {
 }
 
 /* ---- lists ---- */
-enum { CHUNK_SMALL = 0, CHUNK_LARGE = 1 };
+enum { CHUNK_SMALL = 0, CHUNK_LARGE = 1, CHUNK_MEDIUM = 2 };
 
 static uint32_t chunk_index(const struct chunk *c) {
     return (uint32_t)(((uintptr_t)c >> PAGE_SHIFT) & (ARENA_CHUNKS - 1));
@@ -254,10 +256,10 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
     if (!zeroed && order >= (unsigned)opt.purge_min_order) dirty_add(d);
 }
 
-/* ---- free runs (large chunks) ----
- * In a LARGE chunk free pages are runs of any length, merged with both
+/* ---- free runs (MEDIUM and LARGE chunks) ----
+ * In a MEDIUM or LARGE chunk free pages are runs of any length, merged with both
  * neighbours as they are freed: run d covers [page_idx, page_idx + npages),
- * is on free_head[CHUNK_LARGE][floor(log2(npages))], and its first and its
+ * is on free_head[type][floor(log2(npages))], and its first and its
  * last page map to it, so that a block freed next to it finds it from
  * either side (a boundary tag); its other span_of entries are NULL.  A run
  * of the whole chunk is a whole free chunk (order MAX_ORDER, its head page
@@ -268,7 +270,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
  * lists' fragmentation under random large sizes, docs/notes/zone-runs.md). */
 #define RUN_FIT_LOOK 8
 
-static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) == CHUNK_LARGE; }
+static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) != CHUNK_SMALL; }
 static unsigned run_order(uint32_t n) { return n >= CHUNK_PAGES ? MAX_ORDER : 31u - (unsigned)__builtin_clz(n); }
 
 /* a free block's head and tail entries to NULL: it is taken, merged or
@@ -315,7 +317,7 @@ static struct span *run_after(struct chunk *c, uint32_t end) {
     return q && span_kind(q) == SPAN_ZONE_FREE && q->chunk == c && q->page_idx == end ? q : NULL;
 }
 
-/* Free [idx, idx + n) of a LARGE chunk, merged with the free runs on both
+/* Free [idx, idx + n) of a MEDIUM or LARGE chunk, merged with the free runs on both
  * sides (dirty if any part is, freed when the latest dirty part was).  The
  * merged run is a room (SPAN_RUN_ROOM) if its first part is: a run merged
  * with the one before it is that run's room or not, one merged with the
@@ -359,12 +361,12 @@ static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align) {
  * free runs are often rooms, and a best fit would take them first, so that
  * the next growth of their block would copy it instead (a room is given
  * up, merged, when its block is freed). */
-static struct span *run_fit(uint32_t n, uint32_t align, uint32_t *at) {
+static struct span *run_fit(unsigned type, uint32_t n, uint32_t align, uint32_t *at) {
     for (unsigned rooms = 0; rooms < 2; rooms++)
         for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
             struct span *best = NULL;
             int look = RUN_FIT_LOOK;
-            for (struct span *d = zone.free_head[CHUNK_LARGE][k]; d && look-- > 0; d = d->next) {
+            for (struct span *d = zone.free_head[type][k]; d && look-- > 0; d = d->next) {
                 if (!rooms && (d->flags & SPAN_RUN_ROOM)) continue;
                 uint32_t a = run_fits(d, n, align);
                 if (a == UINT32_MAX || (best && d->npages >= best->npages)) continue;
@@ -397,7 +399,7 @@ static struct span *run_cut(struct span *d, uint32_t at, uint32_t n) {
     return d;
 }
 
-/* Free the pages [idx, idx+n) of c: in a LARGE chunk as a run merged with
+/* Free the pages [idx, idx+n) of c: in a MEDIUM or LARGE chunk as a run merged with
  * its neighbours, in a SMALL one as maximal aligned buddy blocks.  fl:
  * SPAN_ZEROED, and SPAN_RUN_ROOM for the pages behind a block that realloc
  * grows (a buddy block needs none: no smaller request takes its pages
@@ -670,7 +672,7 @@ static struct span *whole_take(unsigned type) {
 
 /* Take a block of exactly `order` (a power of two, aligned) for the SMALL
  * chunks: a buddy block, else a whole free chunk, else (the arena cannot
- * grow) an aligned piece of a LARGE chunk's run; lock held and MAX_ORDER
+ * grow) an aligned piece of a run; lock held and MAX_ORDER
  * descriptors reserved. */
 static struct span *block_take(unsigned order) {
     unsigned k;
@@ -678,7 +680,7 @@ static struct span *block_take(unsigned order) {
     if (!d && (d = whole_take(CHUNK_SMALL))) k = MAX_ORDER;
     if (d) return buddy_split(d, k, order);
     uint32_t at;
-    d = run_fit(1u << order, 1u << order, &at);
+    if (!(d = run_fit(CHUNK_LARGE, 1u << order, 1u << order, &at))) d = run_fit(CHUNK_MEDIUM, 1u << order, 1u << order, &at);
     return d ? run_cut(d, at, 1u << order) : NULL;
 }
 
@@ -705,26 +707,37 @@ bool zone_large_fits_hint(size_t npages) {
     return npages <= (1u << PCP_MAX_ORDER) || large_order_free(order_for(npages));
 }
 
-/* Which spans the LARGE chunks' runs serve: every page count but the
- * powers of two up to PCP_MAX_ORDER's (slabs and the pagesets' order
- * lists, which need their alignment and the free lists). */
-static bool run_size(size_t npages) {
-    return (npages & (npages - 1)) != 0 || npages > (1u << PCP_MAX_ORDER);
+/* Which chunks serve a span of npages: the powers of two up to
+ * PCP_MAX_ORDER's (slabs, the pagesets' order lists, which need their
+ * alignment) the SMALL chunks' buddy blocks, other page counts up to
+ * PCP_MAX_ORDER's the MEDIUM chunks' runs, larger ones the LARGE chunks'.
+ * Spans of up to 64 pages and larger ones are kept apart as slabs and
+ * large spans are: a long-lived small span in a chunk of large ones keeps
+ * it from ever being whole again, which a 2 MiB block (or one that will
+ * grow to it) needs. */
+static unsigned span_type(size_t npages) {
+    if (npages > (1u << PCP_MAX_ORDER)) return CHUNK_LARGE;
+    return (npages & (npages - 1)) ? CHUNK_MEDIUM : CHUNK_SMALL;
 }
 
-/* A span of npages from the runs: the best fit in a LARGE chunk; while the
- * heap is small (GROW_ROOM_HEAP_CHUNKS), a buddy block of a small chunk
- * before a whole chunk, so that a small program's first large blocks share
- * the chunk its slabs use; else a whole free chunk; else (the arena cannot
- * grow) a buddy block (lock held, descriptors reserved). */
-static struct span *run_take(uint32_t npages, uint32_t align) {
+/* A span of take pages (npages and the room behind them, for a block that
+ * realloc will grow) from the runs: the best fit in a chunk of its type, else
+ * (take > npages) one of npages alone, without room, since room is not
+ * worth a new chunk; while the heap is small (GROW_ROOM_HEAP_CHUNKS), a
+ * buddy block of a small chunk before a whole chunk, so that a small
+ * program's first large blocks share the chunk its slabs use; else a whole
+ * free chunk; else (the arena cannot grow) a buddy block (lock held,
+ * descriptors reserved). */
+static struct span *run_take(unsigned type, uint32_t npages, uint32_t take, uint32_t align) {
     uint32_t at = 0;
-    struct span *d = run_fit(npages, align, &at);
-    if (d) return run_cut(d, at, npages);
-    unsigned order = order_for(npages > align ? npages : align), k;
+    struct span *d = run_fit(type, take, align, &at);
+    if (!d && take > npages && (d = run_fit(type, npages, align, &at))) take = npages;
+    if (d) return run_cut(d, at, take);
+    unsigned order = order_for(take > align ? take : align), k;
     if (order <= PCP_MAX_ORDER && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && (d = buddy_find(order, &k)))
         return buddy_split(d, k, order);
-    if ((d = whole_take(CHUNK_LARGE))) return run_cut(d, run_fits(d, npages, align), npages);
+    if ((d = whole_take(type))) return run_cut(d, run_fits(d, take, align), take);
+    if ((d = run_fit(type == CHUNK_LARGE ? CHUNK_MEDIUM : CHUNK_LARGE, npages, align, &at))) return run_cut(d, at, npages);
     return (d = buddy_find(order, &k)) ? buddy_split(d, k, order) : NULL;
 }
 
@@ -740,8 +753,9 @@ static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool pa
     struct span *d = NULL;
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         size_t take = packed ? npages : (size_t)1 << order;
-        if (take <= CHUNK_PAGES && (run_size(take) || run_size(npages)))
-            d = run_take((uint32_t)take, (uint32_t)align_pages);
+        unsigned type = span_type(take > (1u << PCP_MAX_ORDER) ? take : npages);
+        if (take <= CHUNK_PAGES && type != CHUNK_SMALL)
+            d = run_take(type, (uint32_t)npages, (uint32_t)take, (uint32_t)align_pages);
         else d = block_take(order);
     }
     if (d) {
@@ -1384,14 +1398,14 @@ static size_t check_locked(void) {
     for (unsigned k = 0; k < MAX_ORDER; k++)
         bad += !(atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> k & 1) != !zone.free_head[CHUNK_LARGE][k];
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
-        for (unsigned t = 0; t < 2; t++)
+        for (unsigned t = 0; t < 3; t++)
         for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
             pages += d->npages;
             bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
             bad += d->start != chunk_base(d->chunk) + ((size_t)d->page_idx << PAGE_SHIFT);
-            if (t == CHUNK_LARGE) { /* a run: any length of its order, tagged, its neighbours not free */
-                bad += !chunk_runs(d->chunk) || d->npages >> k != 1 || d->page_idx + d->npages > CHUNK_PAGES;
+            if (t != CHUNK_SMALL) { /* a run: any length of its order, tagged, its neighbours not free */
+                bad += *chunk_type(d->chunk) != t || d->npages >> k != 1 || d->page_idx + d->npages > CHUNK_PAGES;
                 bad += d->npages > 1 && atomic_load(&d->chunk->span_of[d->page_idx + d->npages - 1]) != d;
                 bad += run_before(d->chunk, d->page_idx) != NULL || run_after(d->chunk, d->page_idx + d->npages) != NULL;
             } else {

@@ -6,7 +6,8 @@
  * at the run's end (its front stays free behind the block before it); an
  * aligned span is cut from the middle of a run; a block that realloc
  * will grow keeps its power of two's pages free behind it, and a smaller
- * span takes another run before that room; the hint the
+ * span takes another run before that room; spans of up to 64 pages come
+ * from other chunks; the hint the
  * big-block caches read agrees with the runs.  zone_check (every run's
  * tags, length and order, no two free runs side by side) after each step.
  * Each check fails on the buddy zone this replaced. */
@@ -72,24 +73,33 @@ int main(void) {
     EXPECT(zone_check() == 0, "zone inconsistent after an aligned cut");
     zone_free_span(a);
 
-    /* a block realloc will grow: 230 pages cut from the run [122, 412) with
-     * its power of two's pages, [156, 412), the 26 past it left free as its
-     * room; a span of 20 pages then takes the 34-page run [122, 156), not
-     * the smaller room (a best fit would), and the block grows in place */
-    struct span *g = zone_alloc_growable(230, 1);
-    EXPECT(g && g->chunk == q[0]->chunk && g->page_idx == 156, "a growable block of 230 pages at page %u, not 156",
+    /* a block realloc will grow: with the 110 pages at [12, 122) freed too,
+     * [0, 412) is one run; 150 pages are cut from it with their power of
+     * two's pages, [156, 412), the 106 past them left free as the block's
+     * room; a span of 70 pages then takes the end of the 156-page run
+     * [0, 156), not the smaller room (a best fit would), and the block
+     * grows in place */
+    zone_free_span(q[4]);
+    struct span *g = zone_alloc_growable(150, 1);
+    EXPECT(g && g->chunk == q[0]->chunk && g->page_idx == 156, "a growable block of 150 pages at page %u, not 156",
            g ? g->page_idx : 0);
-    struct span *t = zone_alloc_pages(20, 1);
-    EXPECT(t && t->chunk == q[0]->chunk && t->page_idx == 156 - 20,
-           "20 pages went to page %u, not to the end of the run [122, 156) (the room is [386, 412))",
+    struct span *t = zone_alloc_pages(70, 1);
+    EXPECT(t && t->chunk == q[0]->chunk && t->page_idx == 156 - 70,
+           "70 pages went to page %u, not to the end of the run [0, 156) (the room is [306, 412))",
            t ? t->page_idx : 0);
     EXPECT(zone_resize(g, 256), "a growable block could not grow in place into its room");
     EXPECT(zone_check() == 0, "zone inconsistent after a resize");
     zone_free_span(t);
     zone_free_span(g);
 
+    /* spans of up to 64 pages that are no power of two come from chunks of
+     * their own (a long-lived one would keep a chunk of large spans from
+     * being whole again) */
+    struct span *sm = zone_alloc_pages(20, 1);
+    EXPECT(sm && sm->chunk != q[0]->chunk, "a span of 20 pages was cut from the chunk of large spans");
+    zone_free_span(sm);
+
     zone_free_span(q[0]);
-    zone_free_span(q[4]);
     EXPECT(zone_check() == 0, "zone inconsistent at the end");
     /* everything free: the chunk is whole again (no run of it is left) */
     EXPECT(!zone_large_fits_hint(100), "a whole free chunk is still a large run");
