@@ -726,8 +726,8 @@ static unsigned span_type(size_t npages) {
  * worth a new chunk; while the heap is small (GROW_ROOM_HEAP_CHUNKS), a
  * buddy block of a small chunk before a whole chunk, so that a small
  * program's first large blocks share the chunk its slabs use; else a whole
- * free chunk; else (the arena cannot grow) a buddy block (lock held,
- * descriptors reserved). */
+ * free chunk; else (the arena cannot grow) a run of the other type, or a
+ * buddy block (lock held, descriptors reserved). */
 static struct span *run_take(unsigned type, uint32_t npages, uint32_t take, uint32_t align) {
     uint32_t at = 0;
     struct span *d = run_fit(type, take, align, &at);
@@ -1182,8 +1182,9 @@ size_t zone_resident_estimate(void) {
 
 /* Resize the allocated span s in place to npages: shrinking gives the tail
  * back; growing takes the free zone blocks that follow it in its chunk
- * (they start exactly at its end, since blocks are maximal and aligned).
- * False when the pages are not free in the zone (the caller moves). */
+ * (they start exactly at its end: buddy blocks are maximal and aligned,
+ * runs merged), and what is left of them stays its room.  False when the
+ * pages are not free in the zone (the caller moves). */
 bool zone_resize(struct span *s, size_t npages) {
     if (npages == 0 || s->page_idx + npages > CHUNK_PAGES) return false;
     struct chunk *c = s->chunk;
@@ -1192,7 +1193,7 @@ bool zone_resize(struct span *s, size_t npages) {
     zone_lock();
     bool ok = desc_reserve(2 * MAX_ORDER + 2);
     if (ok && new_end < end) {
-        range_insert(c, new_end, end - new_end, SPAN_RUN_ROOM, now, NULL);
+        range_insert(c, new_end, end - new_end, 0, now, NULL);
         zone.st.pages_to_zone += end - new_end;
     } else if (ok && new_end > end) {
         uint32_t idx = end;
