@@ -5,10 +5,11 @@
  * the smallest run that holds it (best fit), not the first or the largest,
  * at the run's end (its front stays free behind the block before it); an
  * aligned span is cut from the middle of a run; a block that realloc
- * will grow keeps its power of two's pages free behind it, and a smaller
- * span takes another run before that room; spans of up to 64 pages come
- * from other chunks; the hint the
- * big-block caches read agrees with the runs.  zone_check (every run's
+ * will grow keeps its power of two's pages free behind it (and is cut
+ * from the front of a whole free chunk), and a smaller span takes another
+ * run before that room;
+ * spans of up to 64 pages come from other chunks; the hint the big-block
+ * caches read agrees with the runs.  zone_check (every run's
  * tags, length and order, no two free runs side by side) after each step.
  * Each check fails on the buddy zone this replaced. */
 #include <stdio.h>
@@ -101,6 +102,15 @@ int main(void) {
 
     zone_free_span(q[0]);
     EXPECT(zone_check() == 0, "zone inconsistent at the end");
+
+    /* a block that will grow, from a whole free chunk: at its front, with
+     * the whole chunk behind it */
+    struct span *w = zone_alloc_growable(150, 1);
+    EXPECT(w && w->page_idx == 0, "a growable block of 150 pages from a whole chunk at page %u, not 0",
+           w ? w->page_idx : 0);
+    EXPECT(zone_resize(w, CHUNK_PAGES), "it could not grow in place to the whole chunk");
+    zone_free_span(w);
+    EXPECT(zone_check() == 0, "zone inconsistent after the whole-chunk block");
     /* everything free: the chunk is whole again (no run of it is left) */
     EXPECT(!zone_large_fits_hint(100), "a whole free chunk is still a large run");
     printf("test_unit_zone_runs: ok\n");
