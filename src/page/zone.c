@@ -269,6 +269,10 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
  * that no hole is left that only an aligned buddy could fill (the buddy
  * lists' fragmentation under random large sizes, docs/notes/zone-runs.md). */
 #define RUN_FIT_LOOK 8
+/* n's own list also holds runs shorter than n: more of it is looked at,
+ * so that a run that fits is not missed (and a chunk taken instead) while
+ * short ones lead the list */
+#define RUN_FIT_LOOK_OWN 32
 
 static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) != CHUNK_SMALL; }
 static unsigned run_order(uint32_t n) { return n >= CHUNK_PAGES ? MAX_ORDER : 31u - (unsigned)__builtin_clz(n); }
@@ -357,8 +361,8 @@ static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align, bool 
     uint32_t at = grows ? (d->page_idx + align - 1) & ~(align - 1) : (end - n) & ~(align - 1);
     return at >= d->page_idx && at + n <= end ? at : UINT32_MAX;
 }
-/* The smallest run among the first RUN_FIT_LOOK of each list, from n's
- * order up, that holds n pages aligned to align (*at: where), or NULL.
+/* The smallest run among the first RUN_FIT_LOOK of each list (of n's own,
+ * RUN_FIT_LOOK_OWN), from n's order up, that holds n pages aligned to align (*at: where), or NULL.
  * Rooms (the pages a block that realloc grows was given past its end, and
  * what it left there) are taken only when no other run fits: the smallest
  * free runs are often rooms, and a best fit would take them first, so that
@@ -368,7 +372,7 @@ static struct span *run_fit(unsigned type, uint32_t n, uint32_t align, uint32_t 
     for (unsigned rooms = 0; rooms < 2; rooms++)
         for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
             struct span *best = NULL;
-            int look = RUN_FIT_LOOK;
+            int look = k == run_order(n) ? RUN_FIT_LOOK_OWN : RUN_FIT_LOOK;
             for (struct span *d = zone.free_head[type][k]; d && look-- > 0; d = d->next) {
                 if (!rooms && (d->flags & SPAN_RUN_ROOM)) continue;
                 uint32_t a = run_fits(d, n, align, false);
@@ -1210,13 +1214,17 @@ bool zone_resize(struct span *s, size_t npages) {
         }
         if (ok) {
             uint32_t got = idx; /* the blocks cover [end, got) */
+            unsigned last_zeroed = 0; /* the rest is the last block's: its state stays */
+            uint64_t last_freed = now;
             for (idx = end; idx < got;) {
                 struct span *d = atomic_load_explicit(&c->span_of[idx], memory_order_relaxed);
+                last_zeroed = d->flags & SPAN_ZEROED;
+                last_freed = d->freed_at;
                 free_unlink(d);
                 idx += d->npages;
                 desc_put(d);
             }
-            if (got > new_end) range_insert(c, new_end, got - new_end, SPAN_RUN_ROOM, now, NULL);
+            if (got > new_end) range_insert(c, new_end, got - new_end, last_zeroed | SPAN_RUN_ROOM, last_freed, NULL);
             zone.st.pages_from_zone += new_end - end;
         }
     }
