@@ -352,9 +352,11 @@ static void run_insert(struct chunk *c, uint32_t idx, uint32_t n, unsigned fl, u
  * stays free right behind the block before it, which a growing realloc
  * can take in place (zone_resize); cut from the front, the run would be
  * gone the first time any block fits there.  A block that will grow
- * itself (grows), cut from a whole free chunk, is cut from its front: the
- * whole chunk is then behind it (from a run, cut so, it would take the
- * room of a block before it: 27 % more bytes copied by alloc_realloc). */
+ * itself (grows), cut from a whole free chunk of a small heap
+ * (GROW_ROOM_HEAP_CHUNKS), is cut from its front: the whole chunk is then
+ * behind it, for the growing buffer that is most of a small program's
+ * heap (ls -l's listing).  From a run, cut so, it would take the room of a
+ * block before it: 27 % more bytes copied by alloc_realloc. */
 static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align, bool grows) {
     uint32_t end = d->page_idx + d->npages;
     if (n > d->npages) return UINT32_MAX;
@@ -745,7 +747,8 @@ static struct span *run_take(unsigned type, uint32_t npages, uint32_t take, uint
     unsigned order = order_for(take > align ? take : align), k;
     if (order <= PCP_MAX_ORDER && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS && (d = buddy_find(order, &k)))
         return buddy_split(d, k, order);
-    if ((d = whole_take(type))) return run_cut(d, run_fits(d, take, align, grows), take);
+    if ((d = whole_take(type)))
+        return run_cut(d, run_fits(d, take, align, grows && zone.st.chunks <= GROW_ROOM_HEAP_CHUNKS), take);
     if ((d = run_fit(type == CHUNK_LARGE ? CHUNK_MEDIUM : CHUNK_LARGE, npages, align, &at)))
         return run_cut(d, at, npages);
     return (d = buddy_find(order, &k)) ? buddy_split(d, k, order) : NULL;
