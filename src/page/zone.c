@@ -15,7 +15,8 @@
  *  - two free buddies of the same order are never both on the lists: they
  *    are merged when the second one is freed;
  *  - a free run (MEDIUM and LARGE chunks, "free runs" below) of n pages is
- *    on free_head[its chunk's type][floor(log2(n))], its first and last pages map
+ *    on run_head[its chunk's type - 1][run_list(n)] (4 lists per power of
+ *    two), its order is floor(log2(n)), its first and last pages map
  *    to it and no other does, and the pages on either side of it are not
  *    free: runs are merged as they are freed;
  *  - a free block or run without SPAN_ZEROED (dirty) of order >=
@@ -52,6 +53,7 @@
 #include "page.h"
 
 #define SPAN_DIRTY_LISTED 0x4u
+#define RUN_LISTS (4 * MAX_ORDER) /* run lists per chunk type: 4 per power of two, lengths 1 .. CHUNK_PAGES - 1 */
 #define SPAN_RUN_ROOM 0x8u /* a free run: room behind a block that realloc grows (run_fit) */
 
 /* The lock and the counters every hold writes lead; the published copies
@@ -59,7 +61,9 @@
 static FORK_STATE struct zone {
     lock_t lock;
     struct zone_stats st;
-    struct span *free_head[3][MAX_ORDER + 1]; /* [chunk type][order] */
+    struct span *free_head[1][MAX_ORDER + 1]; /* [CHUNK_SMALL][order]: buddy blocks and whole free chunks */
+    struct span *run_head[2][RUN_LISTS];      /* [chunk type - 1][run_list(length)]: free runs */
+    uint64_t run_lists[2];                    /* bit i: run_head[t][i] is not empty */
     struct span *dirty_head, *dirty_tail;
     char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
     struct arena_head *arenas;   /* every arena */
@@ -69,7 +73,7 @@ static FORK_STATE struct zone {
     struct span *purging; /* the block being madvised outside the lock, if any */
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub;
-    _Atomic uint32_t large_orders;
+    _Atomic uint64_t large_lists; /* run_lists[CHUNK_LARGE - 1], for readers without the lock */
     _Atomic bool over_bound; /* zone_take_over_bound's flag */
     /* on a line of its own: it changes when the heap grows, and every
      * large block's free and malloc read it (bigcache's small_heap), while
@@ -148,8 +152,18 @@ static uint8_t *chunk_type(const struct chunk *c) {
     return &arena_head_of((uintptr_t)c)->type[chunk_index(c)];
 }
 
+/* A run of n pages is on list 4k + the two bits below its top one (k =
+ * floor(log2(n))): a list holds runs within a quarter of each other, and
+ * every run of a higher list holds n pages. */
+static unsigned run_list(uint32_t n) {
+    unsigned k = 31u - (unsigned)__builtin_clz(n);
+    return k < 2 ? 4 * k + (n - (1u << k)) : 4 * k + ((n >> (k - 2)) & 3);
+}
+/* a free block's list: its order's (buddy blocks, whole chunks), or its
+ * length's in its chunk type's run lists */
 static struct span **list_head(struct span *d) {
-    return &zone.free_head[d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk)][d->order];
+    unsigned t = d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk);
+    return t == CHUNK_SMALL ? &zone.free_head[CHUNK_SMALL][d->order] : &zone.run_head[t - 1][run_list(d->npages)];
 }
 
 static uint16_t *chunk_free(const struct chunk *c) {
@@ -161,26 +175,29 @@ static void free_add(struct chunk *c, long n) {
     *chunk_free(c) = (uint16_t)(*chunk_free(c) + n);
 }
 
-/* large_orders: bit k set while free_head[CHUNK_LARGE][k] is not empty
- * (k < MAX_ORDER), written under the lock when a list empties or fills, so
- * that an allocation can ask without the lock whether a large span would
- * fit in a partly used chunk (zone_large_fits_hint) */
-static void large_orders_note(struct span **head) {
-    size_t k = (size_t)(head - &zone.free_head[CHUNK_LARGE][0]);
-    if (k >= MAX_ORDER) return;
-    uint32_t m = atomic_load_explicit(&zone.large_orders, memory_order_relaxed);
-    uint32_t v = *head ? m | 1u << k : m & ~(1u << k);
-    if (v != m) atomic_store_explicit(&zone.large_orders, v, memory_order_relaxed);
+/* run_lists: which run lists are not empty, updated under the lock when a
+ * list empties or fills, so that a best fit skips empty lists; the large
+ * chunks' copy is published (large_lists) so that an allocation can ask
+ * without the lock whether a large span would fit in a partly used chunk
+ * (zone_large_fits_hint) */
+static void lists_note(struct span **head) {
+    uintptr_t off = (uintptr_t)head - (uintptr_t)&zone.run_head[0][0];
+    if (off >= sizeof zone.run_head) return; /* a buddy list */
+    size_t i = off / sizeof *head;
+    unsigned t = (unsigned)(i / RUN_LISTS);
+    uint64_t bit = 1ull << (i % RUN_LISTS);
+    zone.run_lists[t] = *head ? zone.run_lists[t] | bit : zone.run_lists[t] & ~bit;
+    if (t == CHUNK_LARGE - 1) atomic_store_explicit(&zone.large_lists, zone.run_lists[t], memory_order_relaxed);
 }
 static void list_add(struct span *d) {
     struct span **head = list_head(d);
     span_list_push(head, d);
-    if (!d->next) large_orders_note(head);
+    if (!d->next) lists_note(head);
 }
 static void list_del(struct span *d) {
     struct span **head = list_head(d);
     span_list_remove(head, d);
-    if (!*head) large_orders_note(head);
+    if (!*head) lists_note(head);
 }
 /* Set while the depot's expired spans go to the free lists (lock held):
  * a block freed before this (expired: the span did not merge with a
@@ -259,7 +276,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
 /* ---- free runs (MEDIUM and LARGE chunks) ----
  * In a MEDIUM or LARGE chunk free pages are runs of any length, merged with both
  * neighbours as they are freed: run d covers [page_idx, page_idx + npages),
- * is on free_head[type][floor(log2(npages))], and its first and its
+ * is on its length's run list (run_list), and its first and its
  * last page map to it, so that a block freed next to it finds it from
  * either side (a boundary tag); its other span_of entries are NULL.  A run
  * of the whole chunk is a whole free chunk (order MAX_ORDER, its head page
@@ -269,9 +286,9 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
  * that no hole is left that only an aligned buddy could fill (the buddy
  * lists' fragmentation under random large sizes, docs/notes/zone-runs.md). */
 #define RUN_FIT_LOOK 8
-/* n's own list also holds runs shorter than n: more of it is looked at,
- * so that a run that fits is not missed (and a chunk taken instead) while
- * short ones lead the list */
+/* n's own list also holds runs shorter than n (up to a quarter): more of
+ * it is looked at, so that a run that fits is not missed (and a chunk
+ * taken instead) while short ones lead the list */
 #define RUN_FIT_LOOK_OWN 32
 
 static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) != CHUNK_SMALL; }
@@ -363,19 +380,22 @@ static uint32_t run_fits(const struct span *d, uint32_t n, uint32_t align, bool 
     uint32_t at = grows ? (d->page_idx + align - 1) & ~(align - 1) : (end - n) & ~(align - 1);
     return at >= d->page_idx && at + n <= end ? at : UINT32_MAX;
 }
-/* The smallest run among the first RUN_FIT_LOOK of each list (of n's own,
- * RUN_FIT_LOOK_OWN), from n's order up, that holds n pages aligned to align (*at: where), or NULL.
+/* The smallest run among the first RUN_FIT_LOOK of each non-empty list (of
+ * n's own, RUN_FIT_LOOK_OWN), from n's own list up, that holds n pages
+ * aligned to align (*at: where), or NULL.
  * Rooms (the pages a block that realloc grows was given past its end, and
  * what it left there) are taken only when no other run fits: the smallest
  * free runs are often rooms, and a best fit would take them first, so that
  * the next growth of their block would copy it instead (a room is given
  * up, merged, when its block is freed). */
 static struct span *run_fit(unsigned type, uint32_t n, uint32_t align, uint32_t *at) {
+    unsigned own = run_list(n);
     for (unsigned rooms = 0; rooms < 2; rooms++)
-        for (unsigned k = run_order(n); k < MAX_ORDER; k++) {
+        for (uint64_t lists = zone.run_lists[type - 1] >> own << own; lists; lists &= lists - 1) {
+            unsigned i = (unsigned)__builtin_ctzll(lists);
             struct span *best = NULL;
-            int look = k == run_order(n) ? RUN_FIT_LOOK_OWN : RUN_FIT_LOOK;
-            for (struct span *d = zone.free_head[type][k]; d && look-- > 0; d = d->next) {
+            int look = i == own ? RUN_FIT_LOOK_OWN : RUN_FIT_LOOK;
+            for (struct span *d = zone.run_head[type - 1][i]; d && look-- > 0; d = d->next) {
                 if (!rooms && (d->flags & SPAN_RUN_ROOM)) continue;
                 uint32_t a = run_fits(d, n, align, false);
                 if (a == UINT32_MAX || (best && d->npages >= best->npages)) continue;
@@ -708,13 +728,14 @@ static struct span *block_take(unsigned order) {
 #define GROW_ROOM 4
 #define GROW_ROOM_HEAP_CHUNKS 4
 
-/* whether a LARGE chunk has a free run of 2^order pages or more (lock held;
- * or unlocked, as a hint) */
-static bool large_order_free(unsigned order) {
-    return order < MAX_ORDER && atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> order;
-}
+/* unlocked, a hint: whether a LARGE chunk has a free run that holds npages
+ * (one on a list above npages' own, or on its own when npages is the
+ * shortest length there) */
 bool zone_large_fits_hint(size_t npages) {
-    return npages <= (1u << PCP_MAX_ORDER) || large_order_free(order_for(npages));
+    if (npages <= (1u << PCP_MAX_ORDER)) return true;
+    if (npages >= CHUNK_PAGES) return false;
+    unsigned own = run_list((uint32_t)npages), first = own + (run_list((uint32_t)npages - 1) == own);
+    return atomic_load_explicit(&zone.large_lists, memory_order_relaxed) >> first;
 }
 
 /* Which chunks serve a span of npages: the powers of two up to
@@ -1413,24 +1434,36 @@ void zone_unlock_all(bool child) {
  * number of violations (0 = consistent).  For tests and debugging. */
 static size_t check_locked(void) {
     size_t bad = 0, pages = 0, dirty = 0;
-    for (unsigned k = 0; k < MAX_ORDER; k++)
-        bad += !(atomic_load_explicit(&zone.large_orders, memory_order_relaxed) >> k & 1) != !zone.free_head[CHUNK_LARGE][k];
+    bad += atomic_load_explicit(&zone.large_lists, memory_order_relaxed) != zone.run_lists[CHUNK_LARGE - 1];
+    for (unsigned t = 0; t < 2; t++)
+        for (unsigned i = 0; i < RUN_LISTS; i++) {
+            bad += !(zone.run_lists[t] >> i & 1) != !zone.run_head[t][i];
+            for (struct span *d = zone.run_head[t][i]; d; d = d->next) {
+                /* a run: on its length's list, tagged, its neighbours not free */
+                pages += d->npages;
+                if (span_kind(d) != SPAN_ZONE_FREE || d->npages == 0 || d->npages >= CHUNK_PAGES) {
+                    bad++;
+                    break;
+                }
+                bad += d->order != run_order(d->npages) || run_list(d->npages) != i || *chunk_type(d->chunk) != t + 1;
+                bad += d->page_idx + d->npages > CHUNK_PAGES;
+                bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
+                bad += d->npages > 1 && atomic_load(&d->chunk->span_of[d->page_idx + d->npages - 1]) != d;
+                bad += d->start != chunk_base(d->chunk) + ((size_t)d->page_idx << PAGE_SHIFT);
+                bad += run_before(d->chunk, d->page_idx) != NULL || run_after(d->chunk, d->page_idx + d->npages) != NULL;
+                bool should_list = !(d->flags & SPAN_ZEROED) && d->order >= (unsigned)opt.purge_min_order;
+                bad += should_list != !!(d->flags & SPAN_DIRTY_LISTED);
+            }
+        }
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
-        for (unsigned t = 0; t < 3; t++)
-        for (struct span *d = zone.free_head[t][k]; d; d = d->next) {
+        for (struct span *d = zone.free_head[CHUNK_SMALL][k]; d; d = d->next) {
             pages += d->npages;
             bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
             bad += d->start != chunk_base(d->chunk) + ((size_t)d->page_idx << PAGE_SHIFT);
-            if (t != CHUNK_SMALL) { /* a run: any length of its order, tagged, its neighbours not free */
-                bad += *chunk_type(d->chunk) != t || d->npages >> k != 1 || d->page_idx + d->npages > CHUNK_PAGES;
-                bad += d->npages > 1 && atomic_load(&d->chunk->span_of[d->page_idx + d->npages - 1]) != d;
-                bad += run_before(d->chunk, d->page_idx) != NULL || run_after(d->chunk, d->page_idx + d->npages) != NULL;
-            } else {
-                bad += d->npages != (1u << k) || (d->page_idx & ((1u << k) - 1)) != 0;
-                bad += k < MAX_ORDER && chunk_runs(d->chunk);
-            }
-            if (k < MAX_ORDER && t == CHUNK_SMALL) {
+            bad += d->npages != (1u << k) || (d->page_idx & ((1u << k) - 1)) != 0;
+            bad += k < MAX_ORDER && chunk_runs(d->chunk);
+            if (k < MAX_ORDER) {
                 struct span *b = atomic_load(&d->chunk->span_of[d->page_idx ^ (1u << k)]);
                 bad += b && span_kind(b) == SPAN_ZONE_FREE && b->order == k &&
                        b->page_idx == (d->page_idx ^ (1u << k));

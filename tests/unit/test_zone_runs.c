@@ -8,8 +8,9 @@
  * will grow keeps its power of two's pages free behind it (and is cut
  * from the front of a whole free chunk), and a smaller span takes another
  * run before that room;
- * spans of up to 64 pages come from other chunks; the hint the big-block
- * caches read agrees with the runs.  zone_check (every run's
+ * spans of up to 64 pages come from other chunks; a run that fits is found
+ * behind many on its list that do not; the hint the big-block caches read
+ * agrees with the runs.  zone_check (every run's
  * tags, length and order, no two free runs side by side) after each step.
  * Each check fails on the buddy zone this replaced. */
 #include <stdio.h>
@@ -113,6 +114,30 @@ int main(void) {
     EXPECT(zone_check() == 0, "zone inconsistent after the whole-chunk block");
     /* everything free: the chunk is whole again (no run of it is left) */
     EXPECT(!zone_large_fits_hint(100), "a whole free chunk is still a large run");
+    /* a run that fits is found behind many that do not: 40 runs of 260
+     * pages (each in its own chunk, a 252-page span beside it) freed after
+     * one of 330; 300 pages take the 330 (on the next list up), and the
+     * zone does not grow */
+    enum { SHORT = 40 };
+    static struct span *sh[SHORT], *by[SHORT];
+    struct span *c = zone_alloc_pages(330, 1), *c2 = zone_alloc_pages(182, 1);
+    EXPECT(c && c2 && c2->chunk == c->chunk, "330 + 182 pages did not share a chunk");
+    for (int i = 0; i < SHORT; i++) {
+        EXPECT((sh[i] = zone_alloc_pages(260, 1)) && (by[i] = zone_alloc_pages(252, 1)), "260 + 252 pages failed");
+        EXPECT(by[i]->chunk == sh[i]->chunk, "260 + 252 pages did not share a chunk");
+    }
+    zone_free_span(c);
+    for (int i = 0; i < SHORT; i++) zone_free_span(sh[i]);
+    uint64_t before = chunks();
+    struct span *f = zone_alloc_pages(300, 1);
+    EXPECT(f && f->chunk == c->chunk, "300 pages did not take the 330-page run behind %d shorter ones", SHORT);
+    EXPECT(chunks() == before, "the zone grew from %llu to %llu chunks", (unsigned long long)before,
+           (unsigned long long)chunks());
+    EXPECT(zone_check() == 0, "zone inconsistent after the search");
+    zone_free_span(f);
+    zone_free_span(c2);
+    for (int i = 0; i < SHORT; i++) zone_free_span(by[i]);
+    EXPECT(zone_check() == 0, "zone inconsistent after the long list");
     printf("test_unit_zone_runs: ok\n");
     return 0;
 }
