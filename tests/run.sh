@@ -9,6 +9,7 @@
 #   sanitize  build/tests-san/test_*  (ASan+UBSan, folio_* names)
 #   tsan      build/tests-tsan/test_* whose source is tagged "folio-test: tsan"
 #             (ThreadSanitizer, folio_* names)
+#   (in every mode, a binary whose source is gone is not run)
 #   debug     build/tests-debug/test_* (folio built with FOLIO_DEBUG: lock
 #             order and zone invariants checked; standard names, static)
 #
@@ -169,11 +170,21 @@ bins=("$BIN_DIR"/test_*)
 if [ ${#bins[@]} -eq 0 ]; then
     echo "no test binaries in $BIN_DIR (run make first)"
 fi
+# The source a test binary is built from (test_unit_X: tests/unit/test_X.c).
+test_source() {
+    case $1 in
+    test_unit_*) echo "$ROOT/tests/unit/test_${1#test_unit_}.c" ;;
+    *) if [ -f "$ROOT/tests/$1.cc" ]; then echo "$ROOT/tests/$1.cc"; else echo "$ROOT/tests/$1.c"; fi ;;
+    esac
+}
 for bin in "${bins[@]}"; do
     [ -x "$bin" ] && [ -f "$bin" ] || continue
-    # tsan: only the tests tagged for it, which make builds; a binary left
-    # by an older tag would run stale
-    if [ "$MODE" = tsan ] && ! grep -q 'folio-test: tsan' "$ROOT/tests/$(basename "$bin").c" 2>/dev/null; then
+    # only what make builds now: a binary whose source is gone (a test
+    # removed or renamed) or, under tsan, no longer tagged for it would run
+    # stale from an older build directory
+    src=$(test_source "$(basename "$bin")")
+    [ -f "$src" ] || continue
+    if [ "$MODE" = tsan ] && ! grep -q 'folio-test: tsan' "$src"; then
         continue
     fi
     run_test "$(basename "$bin")" "$TEST_TIMEOUT" "$bin"

@@ -30,7 +30,7 @@
  *    request of the same size, or of an odd size up to a quarter smaller.
  *    A miss takes spans of its size from the depot, up to two batches'
  *    worth within the lists' bound (a size some pageset had to give back:
- *    it repeats), else one span from the buddy lists (no refill: sizes
+ *    it repeats), else one span from the zone (no refill: sizes
  *    that never repeat would fill the lists); a free past the lists' bound
  *    trims them a batch below it, into the depot.
  *

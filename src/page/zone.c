@@ -10,7 +10,7 @@
  * Invariants, all under zone.lock:
  *  - a free buddy block of order k (SMALL chunks, and whole free chunks)
  *    starts at a page index that is a multiple of 2^k in its chunk; it is on
- *    free_head[CHUNK_SMALL][k] and chunk->span_of[head] points to its
+ *    buddy_head[k] and chunk->span_of[head] points to its
  *    descriptor (kind SPAN_ZONE_FREE); its other span_of entries are NULL;
  *  - two free buddies of the same order are never both on the lists: they
  *    are merged when the second one is freed;
@@ -31,7 +31,7 @@
  *    when the arena cannot grow (or, for a span of up to 64 pages, while
  *    the heap is small).  Small blocks held by pagesets and slabs then pin
  *    few chunks, and large spans still find room.  Whole free chunks are on
- *    free_head[0][MAX_ORDER]; a chunk's type is set when it is taken whole.
+ *    buddy_head[MAX_ORDER]; a chunk's type is set when it is taken whole.
  *  - head->free_pages[i] counts the free pages of chunk i on the lists;
  *    a buddy block is taken from the fullest chunk among the first few of
  *    its list, a span from the smallest run that holds it, so partly used
@@ -61,7 +61,7 @@
 static FORK_STATE struct zone {
     lock_t lock;
     struct zone_stats st;
-    struct span *free_head[1][MAX_ORDER + 1]; /* [CHUNK_SMALL][order]: buddy blocks and whole free chunks */
+    struct span *buddy_head[MAX_ORDER + 1]; /* [order]: SMALL chunks' buddy blocks, whole free chunks */
     struct span *run_head[2][RUN_LISTS];      /* [chunk type - 1][run_list(length)]: free runs */
     uint64_t run_lists[2];                    /* bit i: run_head[t][i] is not empty */
     struct span *dirty_head, *dirty_tail;
@@ -163,7 +163,7 @@ static unsigned run_list(uint32_t n) {
  * length's in its chunk type's run lists */
 static struct span **list_head(struct span *d) {
     unsigned t = d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk);
-    return t == CHUNK_SMALL ? &zone.free_head[CHUNK_SMALL][d->order] : &zone.run_head[t - 1][run_list(d->npages)];
+    return t == CHUNK_SMALL ? &zone.buddy_head[d->order] : &zone.run_head[t - 1][run_list(d->npages)];
 }
 
 static uint16_t *chunk_free(const struct chunk *c) {
@@ -292,6 +292,10 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
 #define RUN_FIT_LOOK_OWN 32
 
 static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) != CHUNK_SMALL; }
+/* the order of the smallest power of two that holds pages */
+static unsigned order_for(size_t pages) {
+    return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
+}
 static unsigned run_order(uint32_t n) { return n >= CHUNK_PAGES ? MAX_ORDER : 31u - (unsigned)__builtin_clz(n); }
 
 /* a free block's head and tail entries to NULL: it is taken, merged or
@@ -422,7 +426,7 @@ static struct span *run_cut(struct span *d, uint32_t at, uint32_t n) {
     span_set_kind(d, SPAN_TAKEN);
     d->page_idx = at;
     d->npages = n;
-    d->order = (uint8_t)(n <= 1 ? 0 : 64 - __builtin_clzll((uint64_t)n - 1));
+    d->order = (uint8_t)order_for(n);
     d->start = chunk_base(c) + ((size_t)at << PAGE_SHIFT);
     d->flags = fl & SPAN_ZEROED;
     return d;
@@ -602,7 +606,7 @@ size_t zone_release_free(void) {
             zone.arena_cur = zone.arena_end = NULL;
         }
         struct span *d;
-        while (n < 64 && (d = zone.free_head[CHUNK_SMALL][MAX_ORDER])) {
+        while (n < 64 && (d = zone.buddy_head[MAX_ORDER])) {
             struct chunk *c = d->chunk;
             free_unlink(d);
             desc_put(d);
@@ -643,10 +647,6 @@ static struct span *fullest(struct span *d) {
 
 static size_t in_use_locked(void) { return zone.st.chunks * CHUNK_PAGES - zone.st.free_pages; }
 
-static unsigned order_for(size_t pages) {
-    return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
-}
-
 /* A buddy block of order or more in the SMALL chunks (the fullest among the
  * first few of the lowest list that has one), or NULL.  The first growth of
  * the heap adds only the first arena's metadata chunk (a small chunk), so
@@ -654,8 +654,8 @@ static unsigned order_for(size_t pages) {
 static struct span *buddy_find(unsigned order, unsigned *k) {
     for (int pass = 0; pass < 2; pass++) {
         for (*k = order; *k < MAX_ORDER; (*k)++)
-            if (zone.free_head[CHUNK_SMALL][*k]) return fullest(zone.free_head[CHUNK_SMALL][*k]);
-        if (pass || zone.free_head[CHUNK_SMALL][MAX_ORDER] || zone.arenas || !chunk_grow(false)) break;
+            if (zone.buddy_head[*k]) return fullest(zone.buddy_head[*k]);
+        if (pass || zone.buddy_head[MAX_ORDER] || zone.arenas || !chunk_grow(false)) break;
     }
     return NULL;
 }
@@ -690,8 +690,8 @@ static struct span *buddy_split(struct span *d, unsigned k, unsigned order) {
 /* A whole free chunk, growing the heap if none is free, given the type of
  * its first use (lock held), or NULL. */
 static struct span *whole_take(unsigned type) {
-    struct span *d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
-    if (!d && chunk_grow(true)) d = zone.free_head[CHUNK_SMALL][MAX_ORDER];
+    struct span *d = zone.buddy_head[MAX_ORDER];
+    if (!d && chunk_grow(true)) d = zone.buddy_head[MAX_ORDER];
     if (d) {
         *chunk_type(d->chunk) = (uint8_t)type;
         thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED, in_use_locked());
@@ -788,8 +788,7 @@ static struct span *zone_alloc_locked(size_t npages, size_t align_pages, bool pa
     if (desc_reserve(2 * MAX_ORDER + 2)) {
         size_t take = packed ? npages : (size_t)1 << order;
         unsigned type = span_type(take > (1u << PCP_MAX_ORDER) ? take : npages);
-        if (take <= CHUNK_PAGES && type != CHUNK_SMALL)
-            d = run_take(type, (uint32_t)npages, (uint32_t)take, (uint32_t)align_pages);
+        if (type != CHUNK_SMALL) d = run_take(type, (uint32_t)npages, (uint32_t)take, (uint32_t)align_pages);
         else d = block_take(order);
     }
     if (d) {
@@ -1456,7 +1455,7 @@ static size_t check_locked(void) {
             }
         }
     for (unsigned k = 0; k <= MAX_ORDER; k++) {
-        for (struct span *d = zone.free_head[CHUNK_SMALL][k]; d; d = d->next) {
+        for (struct span *d = zone.buddy_head[k]; d; d = d->next) {
             pages += d->npages;
             bad += span_kind(d) != SPAN_ZONE_FREE || d->order != k;
             bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
