@@ -37,7 +37,7 @@ DEBUG_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-debug/%,$(filter-out tests/te
 TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
 TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
 
-.PHONY: all install uninstall test test-normal test-sanitize test-tsan test-debug check-layers clean bench
+.PHONY: all install uninstall test test-normal test-sanitize test-tsan test-debug check-layers clean bench census
 all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio $(BUILD)/man/folio.3
 
 folio:
@@ -101,7 +101,7 @@ $(BUILD)/tests-tsan/test_%: tests/test_%.c $(BUILD)/libfolio-tsan.a $(wildcard t
 $(BUILD)/tests-debug/test_%: tests/test_%.c $(BUILD)/libfolio-debug.a $(wildcard tests/*.h tests/support/*.h) | $(BUILD)/tests-debug
 	$(CC) $(TESTCFLAGS) $< -o $@ $(BUILD)/libfolio-debug.a -ldl
 
-test-normal: all $(TEST_BINS)
+test-normal: all $(TEST_BINS) $(BUILD)/census.so
 	bash tests/run.sh normal
 test-sanitize: $(SAN_TESTS)
 	bash tests/run.sh sanitize
@@ -121,6 +121,11 @@ include mk/install.mk
 
 bench: all
 	./folio bench alloc --quick
+
+# a developer's tool (tools/census.c): where a process's resident heap is, at exit
+census: $(BUILD)/census.so
+$(BUILD)/census.so: tools/census.c src/meta/meta.h src/base/base.h
+	$(CC) -std=gnu11 -O1 -g $(WARN) -shared -fPIC -Iinclude -Isrc/base -Isrc/meta $< -o $@
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# tools/census.c (make census) on a real program: preloaded after folio, it
+# finds the arena, walks its chunk table and counts resident pages by kind
+# of span.  The figures must add up: every chunk's resident pages are the
+# sum of its spans', its unmapped ones and (chunk 0) the metadata; slabs
+# and metadata are resident; the objects in use fit in the slabs' pages.
+# Catches a census that reads a changed meta.h layout as garbage.
+. "$(dirname "$0")/../support/programs.bash"
+need sort seq
+CENSUS=$(dirname "$FOLIO_LIB")/census.so
+[ -r "$CENSUS" ] || fail "$CENSUS missing (make census)"
+
+seq 1 200000 | sed 's/$/ line/' > "$WORK/in.txt"
+LD_PRELOAD="$FOLIO_LIB $CENSUS" FOLIO_CENSUS="$WORK/census.txt" sort -r "$WORK/in.txt" > "$WORK/out.txt" ||
+    fail "sort under folio and the census exited with status $?"
+[ "$(head -n 1 "$WORK/out.txt")" = "99999 line" ] || fail "sort's output is wrong"
+[ -s "$WORK/census.txt" ] || fail "no census written"
+python3 - "$WORK/census.txt" <<'PY' || fail "census does not add up: $(cat "$WORK/census.txt" | head -40)"
+import re, sys
+text = open(sys.argv[1]).read()
+chunks = re.findall(r"^chunk +(\d+) type \d free +\d+ resident +(\d+): slab (\d+) large (\d+) zone_free (\d+) unmapped (\d+)$", text, re.M)
+assert chunks, "no chunk line"
+kinds = {m[0]: int(m[1]) for m in re.findall(r"^(zone_free|taken|slab|large|pcp_free|purging) +\d+ +\d+ +(\d+)$", text, re.M)}
+unmapped = int(re.search(r"^unmapped +(\d+)", text, re.M).group(1))
+meta = int(re.search(r"^metadata +(\d+)", text, re.M).group(1))
+total = int(re.search(r"^total +(\d+) pages resident", text, re.M).group(1))
+assert sum(int(c[1]) for c in chunks) == total, "chunks' resident pages != total"
+assert sum(kinds.values()) + unmapped + meta == total, "kinds + unmapped + metadata != total"
+assert kinds.get("slab", 0) > 0 and meta > 0, "no resident slab or metadata page"
+used_kib, slab_kib = map(int, re.search(r"objects in use \(lists included\) (\d+) KiB in slabs of (\d+) resident KiB", text).groups())
+assert 0 < used_kib <= slab_kib * 1.05 + 64, "objects in use exceed the slabs' resident pages"
+print("  census: %d chunks, %d pages resident, slabs %d KiB used of %d resident" % (len(chunks), total, used_kib, slab_kib), file=sys.stderr)
+PY

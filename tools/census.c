@@ -1,0 +1,156 @@
+/* tools/census.c: where a folio process's resident heap memory is, at exit.
+ *
+ *   make census
+ *   LD_PRELOAD="build/libfolio.so build/census.so" FOLIO_CENSUS=/tmp/c.txt PROGRAM
+ *
+ * A developer's tool, not part of the library: preloaded after libfolio.so,
+ * its destructor (which runs before folio's) walks every arena's chunk table
+ * (meta.h: the metadata of an address is at an address computed from it)
+ * and reads the process's own page table (/proc/self/pagemap) to count, per
+ * chunk and per kind of span, the pages handed out and the pages resident:
+ * slabs (per size class also their objects in use), large blocks, free zone
+ * blocks, pages no span maps (a pageset's blocks, the depot's spans) and
+ * the arenas' metadata.  It is the breakdown behind peak RSS that the
+ * report's counters cannot give: what of the heap is in use, and what is
+ * free but resident.  It reads folio's descriptors without folio's locks,
+ * so it is exact only when no other thread allocates (at exit, after the
+ * program's threads are done).  Written for issue 14 (cc1, git status). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "meta.h"
+
+#define USER_TOP ((uintptr_t)1 << 47)
+
+static int pagemap_fd = -1;
+
+/* resident pages among the n pages from a */
+static uint32_t resident(uintptr_t a, uint32_t n) {
+    static uint64_t e[512];
+    uint32_t count = 0;
+    while (n) {
+        uint32_t k = n > 512 ? 512 : n;
+        if (pread(pagemap_fd, e, 8 * (size_t)k, (off_t)(a / PAGE_SIZE * 8)) != (ssize_t)(8 * k)) return count;
+        for (uint32_t i = 0; i < k; i++) count += (uint32_t)(e[i] >> 63);
+        n -= k;
+        a += (uintptr_t)k << PAGE_SHIFT;
+    }
+    return count;
+}
+
+enum { KINDS = SPAN_LARGE + 1, CLASSES = 256 };
+static const char *const kind_name[KINDS] = {"unused", "zone_free", "pcp_free", "purging",
+                                             "taken", "slab", "large"};
+struct tally {
+    uint64_t spans, pages, resident;
+};
+static struct tally by_kind[KINDS];
+static struct {
+    struct tally t;
+    uint64_t used, capacity, size;
+} by_class[CLASSES];
+static uint64_t meta_resident, unmapped_resident;
+
+static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, unsigned ci) {
+    const struct chunk *c = (const struct chunk *)(base + ((uintptr_t)ci << PAGE_SHIFT));
+    uintptr_t cb = base + ((uintptr_t)ci << CHUNK_SHIFT);
+    uint32_t chunk_res = resident(cb, CHUNK_PAGES), mapped_res = 0;
+    uint64_t res_of[KINDS] = {0};
+    uint32_t p = ci == 0 ? ARENA_META_PAGES : 0;
+    if (ci == 0) {
+        meta_resident += resident(cb, ARENA_META_PAGES);
+        mapped_res += resident(cb, ARENA_META_PAGES);
+    }
+    while (p < CHUNK_PAGES) {
+        struct span *s = atomic_load_explicit(&c->span_of[p], memory_order_relaxed);
+        if (!s) {
+            p++;
+            continue;
+        }
+        unsigned k = s->kind < KINDS ? s->kind : SPAN_UNUSED;
+        uint32_t n = s->npages && p + s->npages <= CHUNK_PAGES ? s->npages : 1;
+        uint32_t r = resident(cb + ((uintptr_t)p << PAGE_SHIFT), n);
+        by_kind[k].spans++, by_kind[k].pages += n, by_kind[k].resident += r;
+        res_of[k] += r;
+        mapped_res += r;
+        if (k == SPAN_SLAB) {
+            unsigned cl = s->cls;
+            by_class[cl].t.spans++, by_class[cl].t.pages += n, by_class[cl].t.resident += r;
+            by_class[cl].used += (uint32_t)(s->room + s->slow_used + 1);
+            by_class[cl].capacity += s->capacity;
+            by_class[cl].size = s->obj_size;
+        }
+        p += n;
+    }
+    unmapped_resident += chunk_res - mapped_res;
+    fprintf(out, "chunk %3u type %u free %3u resident %3u: slab %lu large %lu zone_free %lu unmapped %u\n", ci,
+            h->type[ci], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
+            (unsigned long)res_of[SPAN_LARGE], (unsigned long)res_of[SPAN_ZONE_FREE], chunk_res - mapped_res);
+}
+
+/* An arena is an ARENA_ALIGN-aligned range inside an anonymous mapping
+ * whose first page (chunk 0's table) and head are resident. */
+static void census_arenas(FILE *out) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return;
+    char line[512];
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx", &a, &b) != 2 || b > USER_TOP || b - a < ARENA_ALIGN) continue;
+        for (uintptr_t base = (a + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1); base + ARENA_ALIGN <= b;
+             base += ARENA_ALIGN) {
+            const struct arena_head *h = arena_head_of(base);
+            if (!resident(base, 1) || !resident((uintptr_t)h, 1)) continue;
+            fprintf(out, "arena %#lx\n", (unsigned long)base);
+            for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
+                if (h->state[ci] == CHUNK_IN_ZONE) census_chunk(out, h, base, ci);
+        }
+    }
+    fclose(maps);
+}
+
+__attribute__((destructor(101))) static void census(void) {
+    const char *path = getenv("FOLIO_CENSUS");
+    if (!path) return;
+    FILE *out = fopen(path, "w");
+    pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (!out || pagemap_fd < 0) {
+        fprintf(stderr, "census: cannot write %s or read /proc/self/pagemap\n", path);
+        if (out) fclose(out);
+        return;
+    }
+    census_arenas(out);
+    uint64_t total = meta_resident + unmapped_resident;
+    fprintf(out, "\n%-10s %7s %8s %9s\n", "kind", "spans", "pages", "resident");
+    for (unsigned k = 1; k < KINDS; k++) {
+        if (!by_kind[k].spans) continue;
+        fprintf(out, "%-10s %7lu %8lu %9lu\n", kind_name[k], (unsigned long)by_kind[k].spans,
+                (unsigned long)by_kind[k].pages, (unsigned long)by_kind[k].resident);
+        total += by_kind[k].resident;
+    }
+    fprintf(out, "%-10s %7s %8s %9lu (pagesets' blocks, the depot's spans)\n", "unmapped", "", "",
+             (unsigned long)unmapped_resident);
+    fprintf(out, "%-10s %7s %8s %9lu\n%-10s %7s %8s %9lu pages resident in the arenas\n", "metadata", "", "",
+            (unsigned long)meta_resident, "total", "", "", (unsigned long)total);
+    fprintf(out, "\n%5s %6s %5s %6s %8s %7s %7s %5s %9s\n", "class", "size", "slabs", "pages", "resident", "used",
+            "cap", "fill", "used KiB");
+    uint64_t used_bytes = 0;
+    for (unsigned c = 0; c < CLASSES; c++) {
+        if (!by_class[c].t.spans) continue;
+        uint64_t ub = by_class[c].used * by_class[c].size;
+        used_bytes += ub;
+        fprintf(out, "%5u %6lu %5lu %6lu %8lu %7lu %7lu %5.2f %9lu\n", c, (unsigned long)by_class[c].size,
+                (unsigned long)by_class[c].t.spans, (unsigned long)by_class[c].t.pages,
+                (unsigned long)by_class[c].t.resident, (unsigned long)by_class[c].used,
+                (unsigned long)by_class[c].capacity, (double)by_class[c].used / (double)by_class[c].capacity,
+                (unsigned long)(ub / 1024));
+    }
+    fprintf(out, "objects in use (lists included) %lu KiB in slabs of %lu resident KiB\n",
+            (unsigned long)(used_bytes / 1024), (unsigned long)(by_kind[SPAN_SLAB].resident * 4));
+    fclose(out);
+    close(pagemap_fd);
+}
