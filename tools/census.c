@@ -4,7 +4,7 @@
  *   LD_PRELOAD="build/libfolio.so build/census.so" FOLIO_CENSUS=/tmp/c.txt PROGRAM
  *
  * A developer's tool, not part of the library: preloaded after libfolio.so,
- * its destructor (which runs before folio's) walks every arena's chunk table
+ * its destructor walks every arena's chunk table
  * (meta.h: the metadata of an address is at an address computed from it)
  * and reads the process's own page table (/proc/self/pagemap) to count, per
  * chunk and per kind of span, the pages handed out and the pages resident:
@@ -17,6 +17,7 @@
  * program's threads are done).  Written for issue 14 (cc1, git status). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,19 @@ static struct {
 } by_class[CLASSES];
 static uint64_t meta_resident, unmapped_resident;
 
+/* zone.c's chunk types (what sizes a chunk was split for) */
+static const char *const chunk_type_name[] = {"small", "large", "medium"};
+
+/* Whether the head at h is plausibly an arena's (a program's own mapping of
+ * 256 MiB and more may start with a resident page too): every chunk's state,
+ * type and free count in range, chunk 0 in the zone. */
+static bool head_plausible(const struct arena_head *h) {
+    if (h->state[0] != CHUNK_IN_ZONE) return false;
+    for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
+        if (h->state[ci] > CHUNK_OCCUPIED || h->type[ci] > 2 || h->free_pages[ci] > CHUNK_PAGES) return false;
+    return ((uintptr_t)h->next & (ARENA_ALIGN - 1)) == (uintptr_t)ARENA_TABLE_PAGES << PAGE_SHIFT || !h->next;
+}
+
 static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, unsigned ci) {
     const struct chunk *c = (const struct chunk *)(base + ((uintptr_t)ci << PAGE_SHIFT));
     uintptr_t cb = base + ((uintptr_t)ci << CHUNK_SHIFT);
@@ -87,8 +101,8 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
         p += n;
     }
     unmapped_resident += chunk_res - mapped_res;
-    fprintf(out, "chunk %3u type %u free %3u resident %3u: slab %lu large %lu zone_free %lu unmapped %u\n", ci,
-            h->type[ci], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
+    fprintf(out, "chunk %3u %-6s free %3u resident %3u: slab %lu large %lu zone_free %lu unmapped %u\n", ci,
+            chunk_type_name[h->type[ci]], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
             (unsigned long)res_of[SPAN_LARGE], (unsigned long)res_of[SPAN_ZONE_FREE], chunk_res - mapped_res);
 }
 
@@ -104,7 +118,7 @@ static void census_arenas(FILE *out) {
         for (uintptr_t base = (a + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1); base + ARENA_ALIGN <= b;
              base += ARENA_ALIGN) {
             const struct arena_head *h = arena_head_of(base);
-            if (!resident(base, 1) || !resident((uintptr_t)h, 1)) continue;
+            if (!resident(base, 1) || !resident((uintptr_t)h, 1) || !head_plausible(h)) continue;
             fprintf(out, "arena %#lx\n", (unsigned long)base);
             for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
                 if (h->state[ci] == CHUNK_IN_ZONE) census_chunk(out, h, base, ci);

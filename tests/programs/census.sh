@@ -18,7 +18,7 @@ LD_PRELOAD="$FOLIO_LIB $CENSUS" FOLIO_CENSUS="$WORK/census.txt" sort -r "$WORK/i
 python3 - "$WORK/census.txt" <<'PY' || fail "census does not add up: $(cat "$WORK/census.txt" | head -40)"
 import re, sys
 text = open(sys.argv[1]).read()
-chunks = re.findall(r"^chunk +(\d+) type \d free +\d+ resident +(\d+): slab (\d+) large (\d+) zone_free (\d+) unmapped (\d+)$", text, re.M)
+chunks = re.findall(r"^chunk +(\d+) (?:small|large|medium) +free +\d+ resident +(\d+): slab (\d+) large (\d+) zone_free (\d+) unmapped (\d+)$", text, re.M)
 assert chunks, "no chunk line"
 kinds = {m[0]: int(m[1]) for m in re.findall(r"^(zone_free|taken|slab|large|pcp_free|purging) +\d+ +\d+ +(\d+)$", text, re.M)}
 unmapped = int(re.search(r"^unmapped +(\d+)", text, re.M).group(1))
