@@ -124,8 +124,8 @@ bench: all
 
 # a developer's tool (tools/census.c): where a process's resident heap is, at exit
 census: $(BUILD)/census.so
-$(BUILD)/census.so: tools/census.c src/meta/meta.h src/base/base.h
-	$(CC) -std=gnu11 -O1 -g $(WARN) -shared -fPIC -Iinclude -Isrc/base -Isrc/meta $< -o $@
+$(BUILD)/census.so: tools/census.c $(HDRS)
+	$(CC) -std=gnu11 -O1 -g $(WARN) -shared -fPIC -Iinclude $(LAYERS:%=-Isrc/%) $< -o $@
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 /* tools/census.c: where a folio process's resident heap memory is, at exit.
  *
  *   make census
- *   LD_PRELOAD="build/libfolio.so build/census.so" FOLIO_CENSUS=/tmp/c.txt PROGRAM
+ *   LD_PRELOAD="build/libfolio.so build/census.so" CENSUS_FILE=/tmp/c.txt PROGRAM
  *
  * A developer's tool, not part of the library: preloaded after libfolio.so,
  * its destructor walks every arena's chunk table
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "meta.h"
+#include "obj.h" /* slab_used; meta.h's arenas, chunks and spans */
 
 #define USER_TOP ((uintptr_t)1 << 47)
 
@@ -56,8 +56,11 @@ static struct {
 } by_class[CLASSES];
 static uint64_t meta_resident, unmapped_resident;
 
-/* zone.c's chunk types (what sizes a chunk was split for) */
+/* zone.c's chunk types (its private enum: CHUNK_SMALL 0, CHUNK_LARGE 1,
+ * CHUNK_MEDIUM 2), by what sizes a chunk was split for; a head with any
+ * other type is not an arena's */
 static const char *const chunk_type_name[] = {"small", "large", "medium"};
+#define CHUNK_TYPES (sizeof chunk_type_name / sizeof *chunk_type_name)
 
 /* Whether the head at h is plausibly an arena's (a program's own mapping of
  * 256 MiB and more may start with a resident page too): every chunk's state,
@@ -65,7 +68,7 @@ static const char *const chunk_type_name[] = {"small", "large", "medium"};
 static bool head_plausible(const struct arena_head *h) {
     if (h->state[0] != CHUNK_IN_ZONE) return false;
     for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
-        if (h->state[ci] > CHUNK_OCCUPIED || h->type[ci] > 2 || h->free_pages[ci] > CHUNK_PAGES) return false;
+        if (h->state[ci] > CHUNK_OCCUPIED || h->type[ci] >= CHUNK_TYPES || h->free_pages[ci] > CHUNK_PAGES) return false;
     return ((uintptr_t)h->next & (ARENA_ALIGN - 1)) == (uintptr_t)ARENA_TABLE_PAGES << PAGE_SHIFT || !h->next;
 }
 
@@ -75,9 +78,9 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
     uint32_t chunk_res = resident(cb, CHUNK_PAGES), mapped_res = 0;
     uint64_t res_of[KINDS] = {0};
     uint32_t p = ci == 0 ? ARENA_META_PAGES : 0;
-    if (ci == 0) {
-        meta_resident += resident(cb, ARENA_META_PAGES);
-        mapped_res += resident(cb, ARENA_META_PAGES);
+    if (ci == 0) { /* the arena's metadata: no span maps it */
+        mapped_res = resident(cb, ARENA_META_PAGES);
+        meta_resident += mapped_res;
     }
     while (p < CHUNK_PAGES) {
         struct span *s = atomic_load_explicit(&c->span_of[p], memory_order_relaxed);
@@ -94,7 +97,7 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
         if (k == SPAN_SLAB) {
             unsigned cl = s->cls;
             by_class[cl].t.spans++, by_class[cl].t.pages += n, by_class[cl].t.resident += r;
-            by_class[cl].used += (uint32_t)(s->room + s->slow_used + 1);
+            by_class[cl].used += slab_used(s);
             by_class[cl].capacity += s->capacity;
             by_class[cl].size = s->obj_size;
         }
@@ -128,7 +131,7 @@ static void census_arenas(FILE *out) {
 }
 
 __attribute__((destructor(101))) static void census(void) {
-    const char *path = getenv("FOLIO_CENSUS");
+    const char *path = getenv("CENSUS_FILE");
     if (!path) return;
     FILE *out = fopen(path, "w");
     pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
