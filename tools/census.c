@@ -14,9 +14,14 @@
  * report's counters cannot give: what of the heap is in use, and what is
  * free but resident.  It reads folio's descriptors without folio's locks,
  * so it is exact only when no other thread allocates (at exit, after the
- * program's threads are done).  Written for issue 14 (cc1, git status). */
+ * program's threads are done).  Written for issue 14 (cc1, git status);
+ * CENSUS_PEAK_MS=N takes it near the peak of RSS instead (see below). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,43 +108,53 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
         }
         p += n;
     }
-    unmapped_resident += chunk_res - mapped_res;
+    /* a sample taken while threads allocate can count a page twice: no negative rest */
+    uint32_t unmapped = chunk_res > mapped_res ? chunk_res - mapped_res : 0;
+    unmapped_resident += unmapped;
     fprintf(out, "chunk %3u %-6s free %3u resident %3u: slab %lu large %lu zone_free %lu unmapped %u\n", ci,
             chunk_type_name[h->type[ci]], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
-            (unsigned long)res_of[SPAN_LARGE], (unsigned long)res_of[SPAN_ZONE_FREE], chunk_res - mapped_res);
+            (unsigned long)res_of[SPAN_LARGE], (unsigned long)res_of[SPAN_ZONE_FREE], unmapped);
 }
 
-/* An arena is an ARENA_ALIGN-aligned range inside an anonymous mapping
- * whose first page (chunk 0's table) and head are resident. */
+/* Every ARENA_ALIGN-aligned start inside the anonymous range [a, b) whose
+ * first page (chunk 0's table) and head are resident and plausible. */
+static void census_range(FILE *out, uintptr_t a, uintptr_t b) {
+    for (uintptr_t base = (a + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1); base + ARENA_ALIGN <= b;
+         base += ARENA_ALIGN) {
+        const struct arena_head *h = arena_head_of(base);
+        if (!resident(base, 1) || !resident((uintptr_t)h, 1) || !head_plausible(h)) continue;
+        fprintf(out, "arena %#lx\n", (unsigned long)base);
+        for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
+            if (h->state[ci] == CHUNK_IN_ZONE) census_chunk(out, h, base, ci);
+    }
+}
+
+/* An arena is one reservation, but not always one line of /proc/self/maps:
+ * chunks advised MADV_HUGEPAGE (FOLIO_THP) are mappings of their own, so
+ * adjacent lines are joined into ranges first. */
 static void census_arenas(FILE *out) {
     FILE *maps = fopen("/proc/self/maps", "r");
     if (!maps) return;
     char line[512];
+    uintptr_t from = 0, to = 0;
     while (fgets(line, sizeof line, maps)) {
         unsigned long a, b;
-        if (sscanf(line, "%lx-%lx", &a, &b) != 2 || b > USER_TOP || b - a < ARENA_ALIGN) continue;
-        for (uintptr_t base = (a + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1); base + ARENA_ALIGN <= b;
-             base += ARENA_ALIGN) {
-            const struct arena_head *h = arena_head_of(base);
-            if (!resident(base, 1) || !resident((uintptr_t)h, 1) || !head_plausible(h)) continue;
-            fprintf(out, "arena %#lx\n", (unsigned long)base);
-            for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
-                if (h->state[ci] == CHUNK_IN_ZONE) census_chunk(out, h, base, ci);
+        if (sscanf(line, "%lx-%lx", &a, &b) != 2 || b > USER_TOP) continue;
+        if (a != to) {
+            if (to - from >= ARENA_ALIGN) census_range(out, from, to);
+            from = a;
         }
+        to = b;
     }
+    if (to - from >= ARENA_ALIGN) census_range(out, from, to);
     fclose(maps);
 }
 
-__attribute__((destructor(101))) static void census(void) {
-    const char *path = getenv("CENSUS_FILE");
-    if (!path) return;
-    FILE *out = fopen(path, "w");
-    pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (!out || pagemap_fd < 0) {
-        fprintf(stderr, "census: cannot write %s or read /proc/self/pagemap\n", path);
-        if (out) fclose(out);
-        return;
-    }
+/* One census of every arena, written to out; the tallies start from zero. */
+static void census_write(FILE *out) {
+    memset(by_kind, 0, sizeof by_kind);
+    memset(by_class, 0, sizeof by_class);
+    meta_resident = unmapped_resident = 0;
     census_arenas(out);
     uint64_t total = meta_resident + unmapped_resident;
     fprintf(out, "\n%-10s %7s %8s %9s\n", "kind", "spans", "pages", "resident");
@@ -168,6 +183,83 @@ __attribute__((destructor(101))) static void census(void) {
     }
     fprintf(out, "objects in use (lists included) %lu KiB in slabs of %lu resident KiB\n",
             (unsigned long)(used_bytes / 1024), (unsigned long)(by_kind[SPAN_SLAB].resident * 4));
+}
+
+/* The peak mode (CENSUS_PEAK_MS=N): a detached thread reads the process's
+ * RSS every N ms and, when it is the highest so far, takes a census into
+ * best[], which the destructor writes instead of one taken at exit.  A
+ * census taken while threads allocate is approximate (no locks; folio's
+ * descriptors are type-stable, so it does not crash), and the samples
+ * land near, not at, the peak. */
+static char best[1 << 20], scratch[1 << 20];
+static long best_rss_pages;
+static atomic_bool peak_stop;
+static pthread_mutex_t best_lock = PTHREAD_MUTEX_INITIALIZER; /* best[] and best_rss_pages */
+
+static long rss_pages(void) {
+    long size = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &size, &rss) != 2) rss = 0;
+    fclose(f);
+    return rss;
+}
+
+static void *peak_sampler(void *arg) {
+    long ms = (long)(intptr_t)arg;
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    while (!atomic_load(&peak_stop)) {
+        long rss = rss_pages();
+        if (rss > best_rss_pages) {
+            FILE *out = fmemopen(scratch, sizeof scratch - 1, "w");
+            if (out) {
+                fprintf(out, "peak sample: process RSS %ld KiB\n", rss * 4);
+                census_write(out);
+                long n = ftell(out);
+                fclose(out);
+                pthread_mutex_lock(&best_lock);
+                if (n > 0 && n < (long)sizeof scratch && !atomic_load(&peak_stop)) {
+                    memcpy(best, scratch, (size_t)n);
+                    best[n] = 0;
+                    best_rss_pages = rss;
+                }
+                pthread_mutex_unlock(&best_lock);
+            }
+        }
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+__attribute__((constructor)) static void census_start(void) {
+    const char *ms = getenv("CENSUS_PEAK_MS");
+    if (!getenv("CENSUS_FILE") || !ms || atol(ms) <= 0) return;
+    pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pagemap_fd < 0 || pthread_create(&t, &attr, peak_sampler, (void *)(intptr_t)atol(ms)))
+        fprintf(stderr, "census: cannot start the peak sampler\n");
+    pthread_attr_destroy(&attr);
+}
+
+__attribute__((destructor(101))) static void census(void) {
+    const char *path = getenv("CENSUS_FILE");
+    if (!path) return;
+    FILE *out = fopen(path, "w");
+    if (pagemap_fd < 0) pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (!out || pagemap_fd < 0) {
+        fprintf(stderr, "census: cannot write %s or read /proc/self/pagemap\n", path);
+        if (out) fclose(out);
+        return;
+    }
+    pthread_mutex_lock(&best_lock);
+    atomic_store(&peak_stop, true);
+    pthread_mutex_unlock(&best_lock);
+    if (best_rss_pages)
+        fputs(best, out);
+    else
+        census_write(out);
     fclose(out);
-    close(pagemap_fd);
 }

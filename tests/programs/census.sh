@@ -31,3 +31,24 @@ used_kib, slab_kib = map(int, re.search(r"objects in use \(lists included\) (\d+
 assert 0 < used_kib <= slab_kib * 1.05 + 64, "objects in use exceed the slabs' resident pages"
 print("  census: %d chunks, %d pages resident, slabs %d KiB used of %d resident" % (len(chunks), total, used_kib, slab_kib), file=sys.stderr)
 PY
+
+# The peak mode (CENSUS_PEAK_MS): a sampler thread takes the census when the
+# process's RSS is highest.  awk keeps every line in an array (a malloc per
+# line and element) and frees it at exit: its peak holds 100,000 lines,
+# which the census at exit (everything freed) does not see.
+need awk
+LD_PRELOAD="$FOLIO_LIB $CENSUS" CENSUS_FILE="$WORK/peak.txt" CENSUS_PEAK_MS=1 \
+    awk '{ a[NR] = $0 } END { for (i = 1; i <= NR; i++) n += length(a[i]); print NR, n }' "$WORK/in.txt" > "$WORK/out2.txt" ||
+    fail "awk under folio and the census's sampler exited with status $?"
+[ "$(cat "$WORK/out2.txt")" = "200000 2088895" ] || fail "awk's output is wrong with the sampler: $(cat "$WORK/out2.txt")"
+python3 - "$WORK/peak.txt" "$WORK/census.txt" <<'PY' || fail "peak census wrong: $(head -20 "$WORK/peak.txt")"
+import re, sys
+peak, at_exit = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+m = re.match(r"peak sample: process RSS (\d+) KiB\n", peak)
+assert m, "no peak sample line"
+total = int(re.search(r"^total +(\d+) pages resident", peak, re.M).group(1))
+exit_total = int(re.search(r"^total +(\d+) pages resident", at_exit, re.M).group(1))
+assert total * 4 <= int(m.group(1)), "the arenas hold more than the process's RSS"
+assert total > 2 * exit_total, "the peak census holds no more than one at exit"
+print("  census at the peak: RSS %s KiB, %d arena pages" % (m.group(1), total), file=sys.stderr)
+PY
