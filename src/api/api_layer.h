@@ -26,7 +26,7 @@ bool api_single_threaded(void); /* glibc says this process has one thread (else 
  * the tick and the purger at most once a second, with no lock held. */
 void live_init(void);
 void live_tick(uint64_t now_ms); /* publish when due (now_ms: os_now_ms, read by the caller) */
-void live_prepare(void);         /* the purger starts: fault in what a publish touches, write nothing */
+void live_prepare(void);         /* the purger starts: one started after exit began publishes nothing */
 void live_exit(void);            /* at exit: the file is removed */
 void live_after_fork_child(void);
 

@@ -161,27 +161,17 @@ static void drop_file(void) {
 }
 
 static FORK_STATE bool enabled;
-static FORK_STATE bool prepared; /* live_prepare ran in this process (or its parent: the text is shared) */
 
-/* The purger is about to start (a program that freed 2 MiB or more, in its
- * warm-up), in the thread that starts it, so that it is done before that
- * thread goes on: a snapshot into the text buffer, written nowhere, faults in
- * now what the first publish would touch for the first time at the
- * process's first second, in its steady state (the text buffer's pages, the
- * report's tables and code).  Creates no file: a process that ends within
- * its first second still leaves none; one that never starts the purger
- * (/bin/true) pays nothing. */
+/* The purger is about to start, in the thread that starts it.  A thread
+ * whose exit began starts a purger that must publish nothing.  Nothing is
+ * faulted in ahead here: the first publish, at the process's first second,
+ * faults in the report's code and the text buffer (about 30 pages) in the
+ * purger's thread; a snapshot taken ahead, when the purger starts, put
+ * those pages in every program that freed 2 MiB, most of which end within
+ * their first second and never publish (56-256 KiB of peak RSS in the alloc
+ * suite's programs; docs/notes/live.md). */
 void live_prepare(void) {
-    if (exit_began) { /* the purger starts after this thread's exit began: it publishes nothing */
-        atomic_store(&ended, 1);
-        return;
-    }
-    if (!enabled || prepared || atomic_load(&ended)) return;
-    if (atomic_exchange(&busy, 1)) return;
-    prepared = true;
-    if (!atomic_load(&ended)) folio_report_json(text, sizeof text);
-    atomic_store(&busy, 0);
-    if (atomic_load(&ended) && !atomic_exchange(&busy, 1)) drop_file(); /* as live_tick */
+    if (exit_began) atomic_store(&ended, 1);
 }
 
 /* The schedule starts at the process's first tick (due_ms 0: due), whose
