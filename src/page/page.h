@@ -77,7 +77,6 @@ struct pressure_stats {
     uint64_t below_high_periods, reclaim_periods, limit_reads;
     size_t cgroup_limit; /* bytes, as last read; 0: none */
 };
-void pressure_init(void);
 int pressure_state(void); /* re-measured at most every 100 ms */
 int pressure_peek(void);  /* the last state measured */
 void pressure_stats(struct pressure_stats *st);

@@ -186,7 +186,6 @@ void pageset_init(void) {
         size_limits(ps, 0);
         ps->high_lowest = ps->high_highest = ps->high;
     }
-    pressure_init();
 }
 
 /* ---- lists ---- */

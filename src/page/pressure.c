@@ -16,7 +16,11 @@
  * at most every 100 ms, from refills and frees alike; the cgroup's limit is
  * re-read at most once a second, so a limit set or changed after start is
  * seen.  One thread measures at a time (the compare-and-swap on the due
- * time); the others read the last state. */
+ * time); the others read the last state.  The cgroup's files are found
+ * only once the zone holds CGROUP_LOOKUP_PAGES: a smaller heap's pagesets
+ * hold too little to matter to any limit, and most processes (a shell, a
+ * compiler's driver, git) never get there, so they read no /proc or /sys
+ * file for it at start. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +29,12 @@
 #define MEASURE_INTERVAL_MS 100u
 #define LIMIT_INTERVAL_MS 1000u
 
+#define CGROUP_LOOKUP_PAGES (4 * CHUNK_PAGES)
+
 static char limit_file[256], usage_file[256]; /* the cgroup's files; "" none */
+/* 0: not looked for yet; 1: a thread is looking; 2: done (the names above
+ * are written before it is stored, read only after it is loaded) */
+static _Atomic int cgroup_looked;
 static _Atomic size_t cgroup_limit;           /* bytes; 0: none ("max", unlimited) */
 static _Atomic uint64_t next_measure_ms, next_limit_ms;
 static _Atomic int state;
@@ -86,9 +95,20 @@ static void find_cgroup(void) {
     }
 }
 
-void pressure_init(void) { find_cgroup(); }
+/* Whether the cgroup's files are known (limit_file[0]: there is one); the
+ * first caller once the heap is large enough looks them up (not under a
+ * lock: pressure_state's callers hold none), the others go on without. */
+static bool cgroup_known(void) {
+    int s = atomic_load_explicit(&cgroup_looked, memory_order_acquire);
+    if (s == 2) return true;
+    if (s == 1 || zone_managed_pages() < CGROUP_LOOKUP_PAGES) return false;
+    if (!atomic_compare_exchange_strong(&cgroup_looked, &s, 1)) return false;
+    find_cgroup();
+    atomic_store_explicit(&cgroup_looked, 2, memory_order_release);
+    return true;
+}
 
-static bool sources(void) { return opt.memory_limit > 0 || limit_file[0]; }
+static bool sources(void) { return opt.memory_limit > 0 || (cgroup_known() && limit_file[0]); }
 
 /* Usage against a limit: 0 under 7/8, 1 above 7/8, 2 above 15/16. */
 static int level(size_t usage, size_t limit) {
@@ -100,7 +120,7 @@ static int level(size_t usage, size_t limit) {
 static int measure(uint64_t now) {
     int lv = 0;
     if (opt.memory_limit > 0) lv = level(zone_resident_estimate(), (size_t)opt.memory_limit);
-    if (limit_file[0]) {
+    if (cgroup_known() && limit_file[0]) {
         uint64_t due = atomic_load_explicit(&next_limit_ms, memory_order_relaxed);
         if (now >= due) {
             atomic_store_explicit(&next_limit_ms, now + LIMIT_INTERVAL_MS, memory_order_relaxed);
@@ -154,6 +174,7 @@ void pageset_force_pressure(int s) { forced = s; }
 void pressure_set_cgroup_files(const char *limit, const char *usage) {
     strcpy(limit_file, limit);
     strcpy(usage_file, usage);
+    atomic_store(&cgroup_looked, 2);
     atomic_store(&cgroup_limit, 0);
     atomic_store(&next_limit_ms, 0);
 }
