@@ -74,10 +74,15 @@ _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupte
 static void objmap_set(const struct span *s, const struct heap *h) {
     uint32_t id = h && h->objmap_id != OBJMAP_ID_NONE ? h->objmap_id & ~OBJMAP_CARVED : 0;
     _Atomic uint32_t *w = arena_objmap_slot((uintptr_t)s->start);
-    for (uint32_t i = 0; i < s->npages; i++) {
-        bool carved = s->start + ((size_t)(i + 1) << PAGE_SHIFT) <= s->bump || s->bump == s->bump_end;
-        atomic_store_explicit(&w[i], objmap_word(id, s->cls, i, carved), memory_order_relaxed);
-    }
+    /* pages [0, carved) end at or below the bump pointer; the words differ
+     * only in the page index, one add apart (a thread's exit and each slab
+     * it adopts rewrite every page of a slab) */
+    uint32_t carved = s->bump == s->bump_end ? s->npages : (uint32_t)((size_t)(s->bump - s->start) >> PAGE_SHIFT);
+    uint32_t v = objmap_word(id, s->cls, 0, false), step = id ? objmap_word(id, 0, 1, false) - id : 0;
+    uint32_t i = 0;
+    for (uint32_t mark = id ? OBJMAP_CARVED : 0; i < carved; i++, v += step)
+        atomic_store_explicit(&w[i], v | mark, memory_order_relaxed);
+    for (; i < s->npages; i++, v += step) atomic_store_explicit(&w[i], v, memory_order_relaxed);
 }
 /* s's bump pointer moved from `from` up to s->bump: the pages that now end
  * below it are carved */
