@@ -68,8 +68,8 @@ static FORK_STATE struct zone {
     char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
     struct arena_head *arenas;   /* every arena */
     uintptr_t lowest;            /* the lowest reservation's start (0: none yet) */
-    struct span *desc_pool;
-    uint32_t desc_pool_n;
+    struct span *desc_pool, *desc_fresh; /* freed descriptors; the batch's untouched tail */
+    uint32_t desc_pool_n, desc_fresh_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub;
@@ -113,27 +113,38 @@ static void zone_unlock(void) {
     lock_release(&zone.lock);
 }
 
-/* ---- descriptors: a pool owned by the zone (lock held) ---- */
-/* Batches are small (3 KiB) because filling one writes every descriptor: a
- * small program then touches the metadata pages it uses, not a reserve. */
+/* ---- descriptors: a pool owned by the zone (lock held) ----
+ * Descriptors freed (desc_put) are a list; new ones come from the current
+ * batch's untouched tail (desc_fresh), in order, so a reserve touches no
+ * page: a small program writes the few descriptors it uses (its first
+ * chunk's), not the 30 its first reserve asks for (two pages, where it now
+ * writes one).  Fresh memory is zero: kind SPAN_UNUSED. */
 #define DESC_BATCH 16
 static bool desc_reserve(uint32_t n) {
-    while (zone.desc_pool_n < n) {
+    while (zone.desc_pool_n + zone.desc_fresh_n < n) {
         struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
         if (!batch) return false;
-        for (int i = 0; i < DESC_BATCH; i++) {
-            batch[i].next = zone.desc_pool;
-            zone.desc_pool = &batch[i];
+        while (zone.desc_fresh_n) { /* the old batch's tail joins the list (it is next to the last used) */
+            struct span *d = zone.desc_fresh++;
+            zone.desc_fresh_n--;
+            d->next = zone.desc_pool;
+            zone.desc_pool = d;
+            zone.desc_pool_n++;
         }
-        zone.desc_pool_n += DESC_BATCH;
+        zone.desc_fresh = batch;
+        zone.desc_fresh_n = DESC_BATCH;
     }
     return true;
 }
 static struct span *desc_get(void) {
-    struct span *d = zone.desc_pool; /* desc_reserve guaranteed one */
-    zone.desc_pool = d->next;
-    zone.desc_pool_n--;
-    return d;
+    struct span *d = zone.desc_pool; /* desc_reserve guaranteed one, here or fresh */
+    if (d) {
+        zone.desc_pool = d->next;
+        zone.desc_pool_n--;
+        return d;
+    }
+    zone.desc_fresh_n--;
+    return zone.desc_fresh++;
 }
 static void desc_put(struct span *d) {
     span_set_kind(d, SPAN_UNUSED);
@@ -887,21 +898,24 @@ static struct depot_size *depot_sizes[CHUNK_PAGES]; /* each made under its shard
 static _Atomic uint64_t depot_pages_total;
 /* What the pagesets asked the depot for lately: spans of each size (its
  * refills, held or not; at most DEPOT_SLOTS, halved at each purge pass)
- * and which pagesets asked (a bit per pageset index % 64, cleared at each
- * purge pass).  A put of a span takes one of its size's credits and needs
+ * and which pagesets asked (a bit per pageset index % 8, cleared at each
+ * purge pass: pagesets 8 apart share a bit, which only ever refuses a put
+ * that another of them asked for; a byte per size keeps the array (512 B)
+ * among the variables every process writes, where 8 bytes made it a page
+ * of its own that the first refill faulted in).  A put of a span takes one of its size's credits and needs
  * another pageset than the putter's to have asked: without both it goes
  * to the free lists.  The depot then holds what other CPUs ask for: a
  * single thread whose overflow is of sizes it does not ask for again
  * (growing buffers: alloc/realloc kept 4 MiB of slab blocks there, its
  * peak RSS +12%) gives it to the free lists as before. */
 static _Atomic uint16_t depot_credit[CHUNK_PAGES];
-static _Atomic uint64_t depot_askers[CHUNK_PAGES];
+static _Atomic uint8_t depot_askers[CHUNK_PAGES];
 /* true while a credit or an asker may be nonzero: until then asks_decay
  * reads neither array (the zero page of .bss, then its copy at the first
  * ask: two faults for one page) */
 static _Atomic bool depot_asked;
 
-static uint64_t asker_bit(int cpu) { return 1ull << ((unsigned)cpu % 64); }
+static uint8_t asker_bit(int cpu) { return (uint8_t)(1u << ((unsigned)cpu % 8)); }
 static void note_ask(int cpu, uint32_t npages, long n) {
     bool first = !atomic_load_explicit(&depot_asked, memory_order_relaxed);
     if (first) atomic_store_explicit(&depot_asked, true, memory_order_relaxed);
@@ -918,13 +932,13 @@ static void note_ask(int cpu, uint32_t npages, long n) {
  * zero page) */
 static bool may_be_wanted(int cpu, uint32_t npages) {
     return atomic_load_explicit(&depot_asked, memory_order_relaxed) &&
-           (atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & ~asker_bit(cpu)) &&
+           (atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & (uint8_t)~asker_bit(cpu)) &&
            atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
 }
 /* a put of a span of npages from pageset cpu may wait in the depot: take
  * a credit (its shard's lock held: the only taker) */
 static bool wanted(int cpu, uint32_t npages) {
-    if (!(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & ~asker_bit(cpu))) return false;
+    if (!(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & (uint8_t)~asker_bit(cpu))) return false;
     if (!atomic_load_explicit(&depot_credit[npages], memory_order_relaxed)) return false;
     atomic_fetch_sub_explicit(&depot_credit[npages], 1, memory_order_relaxed);
     return true;
