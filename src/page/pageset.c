@@ -58,7 +58,6 @@
  * pageblock-order (THP) pages: no fast drain, and they end a free_high run */
 #define PCP_COSTLY_ORDER 3
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
-#define PCPF_FREE_HIGH_BATCH 0x2u
 #define DECAY_INTERVAL_MS 1000u
 #define RECLAIM_PASS_MS 100u
 /* the drain rotation's slot after the orders: the whole chunks */
@@ -107,7 +106,12 @@ static struct pageset *pagesets;
 /* the pagesets of a machine of up to 4 CPUs: with the other locks fork takes */
 static FORK_STATE struct pageset pagesets_fork[4];
 static int nr_pagesets;
-static bool free_high_batch; /* PCPF_FREE_HIGH_BATCH of every pageset, for the report */
+/* The kernel's PCPF_FREE_HIGH_BATCH, the same on every pageset: a CPU's
+ * share of the last-level cache holds more than 3 batches, so a free_high
+ * drain waits until a batch is held.  Read from sysfs (cpu0's cache leaves:
+ * about 7 system calls) the first time a free_high decision needs it, not
+ * at start: most processes never make one.  0: not read yet, 1: off, 2: on. */
+static _Atomic int free_high_batch;
 static _Atomic int nr_in_use; /* pagesets high_max is shared among */
 static int forced_cpus;        /* tests: > 0 replaces nr_in_use */
 static long forced_heap;       /* tests: > 0 replaces the zone's pages */
@@ -174,15 +178,12 @@ void pageset_init(void) {
     if (!pagesets) return;
     nr_pagesets = n;
     long batch = opt.pcp_batch;
-    size_t llc = os_llc_bytes();
-    bool big_slice = llc / (size_t)n / PAGE_SIZE > (size_t)(3 * batch);
-    free_high_batch = big_slice;
     for (int i = 0; i < n; i++) {
         struct pageset *ps = &pagesets[i];
         lock_set_rank(&ps->lock, LOCK_RANK_PAGESET);
         ps->batch = batch;
         ps->high = ps->high_lowest = ps->high_highest = 4 * batch;
-        ps->flags = big_slice ? PCPF_FREE_HIGH_BATCH : 0;
+        ps->flags = 0;
         size_limits(ps, 0);
         ps->high_lowest = ps->high_highest = ps->high;
     }
@@ -486,7 +487,7 @@ static void after_free(struct pageset *ps, unsigned o, long pages, int pressure)
     if (o >= 1 && o <= PCP_COSTLY_ORDER) {
         free_high = ps->free_count >= ps->batch + ps->high_min / 2 &&
                     (ps->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
-                    (!(ps->flags & PCPF_FREE_HIGH_BATCH) || ps->count >= ps->batch);
+                    (ps->count >= ps->batch || !pageset_free_high_batch());
         ps->flags |= PCPF_PREV_FREE_HIGH_ORDER;
     } else {
         ps->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
@@ -813,10 +814,16 @@ void pageset_decay_tick(void) {
     if (autotune() && nr_pagesets) decay_due(os_now_ms());
 }
 
-/* The cache-size flag (the same on every pageset, set at start-up; the
- * report reads this copy, not a pageset's flags, which its owner changes
- * under the pageset's lock): the hand-off figures depend on it. */
-bool pageset_free_high_batch(void) { return free_high_batch; }
+/* (the report's too: the hand-off figures depend on it) */
+bool pageset_free_high_batch(void) {
+    int v = atomic_load_explicit(&free_high_batch, memory_order_relaxed);
+    if (!v) { /* racing readers read the same files and store the same value */
+        size_t llc = os_llc_bytes();
+        v = llc / (size_t)(nr_pagesets > 0 ? nr_pagesets : 1) / PAGE_SIZE > (size_t)(3 * opt.pcp_batch) ? 2 : 1;
+        atomic_store_explicit(&free_high_batch, v, memory_order_relaxed);
+    }
+    return v == 2;
+}
 
 bool pageset_grown(void) { return atomic_load_explicit(&pcp_grown, memory_order_relaxed); }
 
