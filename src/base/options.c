@@ -36,8 +36,32 @@ const char *const clear_strategy_names[FOLIO_CLEAR_NSTRATEGIES] = {
 const char *const thp_option_names[FOLIO_THP_NMODES] = {
     [FOLIO_THP_AUTO] = "auto", [FOLIO_THP_NEVER] = "never", [FOLIO_THP_ALWAYS] = "always"};
 
+extern char **environ;
+
+/* name's value in the environment, or NULL.  The environment is scanned
+ * here, not with getenv: getenv's code is a window of libc that nothing
+ * else a small program runs may touch (a fault and up to 64 KiB of RSS),
+ * and one pass (below) finds the process that sets no FOLIO_* variable,
+ * most of them, without a lookup per option. */
+static const char *env_value(const char *name) {
+    for (char **env = environ; env && *env; env++) {
+        const char *e = *env, *n = name;
+        while (*n && *e == *n) e++, n++;
+        if (!*n && *e == '=') return e + 1;
+    }
+    return NULL;
+}
+static bool env_has_folio(void) {
+    for (char **env = environ; env && *env; env++) {
+        const char *e = *env, *n = "FOLIO_";
+        while (*n && *e == *n) e++, n++;
+        if (!*n) return true;
+    }
+    return false;
+}
+
 static void parse(const char *env, long *v) {
-    const char *s = getenv(env), *end;
+    const char *s = env_value(env), *end;
     if (!s || !*s) return;
     uint64_t x = os_parse_size(s, &end);
     const char *const *names = !strcmp(env, "FOLIO_CLEAR") ? clear_strategy_names
@@ -53,13 +77,15 @@ static void parse(const char *env, long *v) {
 }
 
 void options_init(void) {
-#define X(name, env, def, doc) parse(env, &opt.name);
+    bool any = env_has_folio();
+#define X(name, env, def, doc) \
+    if (any) parse(env, &opt.name);
     FOLIO_OPTIONS(X)
 #undef X
     if (opt.purge_min_order > MAX_ORDER) opt.purge_min_order = MAX_ORDER;
     if (opt.pcp_batch < 1) opt.pcp_batch = 1;
     if (opt.pcp_batch > 1024) opt.pcp_batch = 1024;
     if (opt.thp < 0 || opt.thp >= FOLIO_THP_NMODES) opt.thp = FOLIO_THP_AUTO;
-    opt.report_path = getenv("FOLIO_REPORT");
+    opt.report_path = any ? env_value("FOLIO_REPORT") : NULL;
     if (opt.lock_stats == 1) lock_timing_start();
 }

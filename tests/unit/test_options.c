@@ -2,7 +2,8 @@
  * FOLIO_OPTIONS) say the same thing: every option of the code has one row,
  * with its variable and its default, and every FOLIO_* row of the README is
  * an option of the code (or FOLIO_REPORT, read apart).  Also: a value is
- * read with its K/M/G suffix, and a bad value leaves the default. */
+ * read with its K/M/G suffix, a bad value leaves the default, and a
+ * variable whose name only starts with an option's is not it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,8 +87,10 @@ int main(void) {
     setenv("FOLIO_MEMORY_LIMIT", "3M", 1);
     setenv("FOLIO_HUGE_CACHE_MIB", "-5", 1);
     setenv("FOLIO_ARENA_MIB", "junk", 1);
+    setenv("FOLIO_PCP_HIGHER", "99", 1); /* a longer name is not FOLIO_PCP_HIGH */
     options_init();
     EXPECT(opt.memory_limit == 3l << 20, "FOLIO_MEMORY_LIMIT=3M read as %ld", opt.memory_limit);
+    EXPECT(opt.pcp_high == 0, "FOLIO_PCP_HIGHER=99 read as FOLIO_PCP_HIGH (%ld)", opt.pcp_high);
 #define X(name, env, def, doc)                                                                  \
     if (!strcmp(env, "FOLIO_HUGE_CACHE_MIB")) EXPECT(opt.name == def, "bad value changed " env); \
     if (!strcmp(env, "FOLIO_ARENA_MIB")) EXPECT(opt.name == def, "bad value changed " env);
