@@ -86,8 +86,8 @@ static inline void span_set_kind(struct span *s, unsigned k) {
  * metadata: the span of every page of the arena (ARENA_ALIGN / 512 bytes),
  * then the objmap, whose first words (those of the metadata pages, which no
  * slab covers) hold struct arena_head.  The metadata of any arena address is therefore at
- * an address computed from it, not loaded.  arena_map says which aligned
- * ranges are arenas: set before any pointer into the arena is handed out,
+ * an address computed from it, not loaded.  arena_first (the first arena)
+ * and arena_map (the others) say which aligned ranges are arenas: set before any pointer into the arena is handed out,
  * never cleared, and the metadata pages are never unmapped (the first chunk
  * of an arena never leaves the zone), so the lookup needs no lock.
  * ARENA_ALIGN is fixed at compile time (the default FOLIO_ARENA_MIB): the
@@ -138,6 +138,7 @@ _Static_assert(sizeof(struct arena_head) <= ARENA_META_PAGES * sizeof(uint32_t),
 _Static_assert(ARENA_TABLE_PAGES % 16 == 0, "a head's address has its low 16 bits 0");
 
 extern INTERNAL _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
+extern INTERNAL _Atomic uintptr_t arena_first; /* the first arena, apart (pagemap.c) */
 
 static inline uintptr_t arena_base(uintptr_t a) { return a & ~(uintptr_t)(ARENA_ALIGN - 1); }
 /* The table slot of the page holding a: a must lie in an arena.  Every
@@ -168,8 +169,18 @@ static inline _Atomic uint32_t *arena_objmap_slot(uintptr_t a) {
 /* a lies in an arena (NULL and addresses beyond 48 bits do not) */
 static inline bool arena_owns(uintptr_t a) {
     uintptr_t i = a >> ARENA_SHIFT;
+    if (i + 1 == atomic_load_explicit(&arena_first, memory_order_relaxed)) return true;
     return likely(i < ((uintptr_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT))) &&
            atomic_load_explicit(&arena_map[i], memory_order_relaxed) != 0;
+}
+/* The arena at base is entered (the zone's lock held: one writer), after
+ * its head is written and before any of its pages is handed out. */
+static inline void arena_enter(uintptr_t base) {
+    uintptr_t i = base >> ARENA_SHIFT;
+    if (!atomic_load_explicit(&arena_first, memory_order_relaxed))
+        atomic_store_explicit(&arena_first, i + 1, memory_order_release);
+    else
+        atomic_store_explicit(&arena_map[i], 1, memory_order_release);
 }
 /* The span covering a, or NULL: a is no arena address, or no span covers
  * its page.  The slot's load is atomic, so the compiler cannot move it

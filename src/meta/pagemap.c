@@ -10,6 +10,11 @@
 #include "meta.h"
 
 _Atomic uint8_t arena_map[(size_t)1 << (ARENA_MAP_BITS - ARENA_SHIFT)];
+/* The first arena's index + 1 (0: none yet), kept apart from arena_map:
+ * its entry would be a page of the table of its own (the address space's
+ * top, where the kernel maps), written and read by every process; most
+ * processes never have a second arena. */
+_Atomic uintptr_t arena_first;
 
 _Atomic(_Atomic uintptr_t *) pagemap_top[1u << PAGEMAP_TOP_BITS];
 

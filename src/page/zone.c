@@ -470,7 +470,7 @@ static void depot_release_list(struct span *list, uint64_t before);
 #define CHUNK_ADD_DESCS 10
 
 /* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
- * descriptors reserved).  An arena's first chunk is entered in arena_map
+ * descriptors reserved).  An arena's first chunk is entered (arena_enter)
  * here, after its head is written and before any of its pages is handed
  * out; its metadata pages stay out of the zone. */
 static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
@@ -481,7 +481,7 @@ static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
     if (a == arena_base(a)) {
         head->next = zone.arenas;
         zone.arenas = head;
-        atomic_store_explicit(&arena_map[a >> ARENA_SHIFT], 1, memory_order_release);
+        arena_enter(a);
         first = ARENA_META_PAGES;
         zone.st.meta_pages += ARENA_META_PAGES;
     }
@@ -1488,7 +1488,7 @@ static size_t check_locked(void) {
     for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
     for (struct arena_head *head = zone.arenas; head; head = head->next) {
         uintptr_t base = arena_base((uintptr_t)head);
-        bad += atomic_load(&arena_map[base >> ARENA_SHIFT]) == 0;
+        bad += !arena_owns(base);
         bad += head->state[0] != CHUNK_IN_ZONE;
         for (unsigned m = 0; m < ARENA_META_PAGES; m++) /* no span covers the metadata */
             bad += atomic_load(arena_slot(base + ((uintptr_t)m << PAGE_SHIFT))) != NULL;
