@@ -87,9 +87,10 @@ static inline void span_set_kind(struct span *s, unsigned k) {
  * then the objmap, whose first words (those of the metadata pages, which no
  * slab covers) hold struct arena_head.  The metadata of any arena address is therefore at
  * an address computed from it, not loaded.  arena_first (the first arena)
- * and arena_map (the others) say which aligned ranges are arenas: set before any pointer into the arena is handed out,
- * never cleared, and the metadata pages are never unmapped (the first chunk
- * of an arena never leaves the zone), so the lookup needs no lock.
+ * and arena_map (the others) say which aligned ranges are arenas: set
+ * before any pointer into the arena is handed out, never cleared, and the
+ * metadata pages are never unmapped (the first chunk of an arena never
+ * leaves the zone), so the lookup needs no lock.
  * ARENA_ALIGN is fixed at compile time (the default FOLIO_ARENA_MIB): the
  * masks and shifts of free()'s lookup are then immediates. */
 #define ARENA_SHIFT 28
