@@ -193,6 +193,7 @@ static void census_write(FILE *out) {
  * land near, not at, the peak. */
 static char best[1 << 20], scratch[1 << 20];
 static long best_rss_pages;
+static pid_t sampler_pid; /* a fork child has no sampler: its census is taken at its exit */
 static atomic_bool peak_stop;
 static pthread_mutex_t best_lock = PTHREAD_MUTEX_INITIALIZER; /* best[] and best_rss_pages */
 
@@ -239,6 +240,7 @@ __attribute__((constructor)) static void census_start(void) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sampler_pid = getpid();
     if (pagemap_fd < 0 || pthread_create(&t, &attr, peak_sampler, (void *)(intptr_t)atol(ms)))
         fprintf(stderr, "census: cannot start the peak sampler\n");
     pthread_attr_destroy(&attr);
@@ -257,7 +259,7 @@ __attribute__((destructor(101))) static void census(void) {
     pthread_mutex_lock(&best_lock);
     atomic_store(&peak_stop, true);
     pthread_mutex_unlock(&best_lock);
-    if (best_rss_pages)
+    if (best_rss_pages && getpid() == sampler_pid)
         fputs(best, out);
     else
         census_write(out);

@@ -38,25 +38,26 @@ const char *const thp_option_names[FOLIO_THP_NMODES] = {
 
 extern char **environ;
 
-/* name's value in the environment, or NULL.  The environment is scanned
- * here, not with getenv: getenv's code is a window of libc that nothing
- * else a small program runs may touch (a fault and up to 64 KiB of RSS),
- * and one pass (below) finds the process that sets no FOLIO_* variable,
- * most of them, without a lookup per option. */
+/* The environment is scanned here, not with getenv: getenv's code is a
+ * window of libc that nothing else a small program runs may touch (a fault
+ * and up to 64 KiB of RSS), and one pass (env_has_folio) finds the process
+ * that sets no FOLIO_* variable, most of them, without a lookup per option. */
+/* e past its prefix p, or NULL when p is not one */
+static const char *past_prefix(const char *e, const char *p) {
+    while (*p && *e == *p) e++, p++;
+    return *p ? NULL : e;
+}
+/* name's value in the environment, or NULL */
 static const char *env_value(const char *name) {
     for (char **env = environ; env && *env; env++) {
-        const char *e = *env, *n = name;
-        while (*n && *e == *n) e++, n++;
-        if (!*n && *e == '=') return e + 1;
+        const char *e = past_prefix(*env, name);
+        if (e && *e == '=') return e + 1;
     }
     return NULL;
 }
 static bool env_has_folio(void) {
-    for (char **env = environ; env && *env; env++) {
-        const char *e = *env, *n = "FOLIO_";
-        while (*n && *e == *n) e++, n++;
-        if (!*n) return true;
-    }
+    for (char **env = environ; env && *env; env++)
+        if (past_prefix(*env, "FOLIO_")) return true;
     return false;
 }
 
