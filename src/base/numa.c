@@ -14,6 +14,9 @@
 
 #define NUMA_MAX_CPUS 1024
 
+/* a CPU's node + 1, 0 for a CPU no cpulist names: only the machine's CPUs'
+ * entries are written, so a process touches the array's first bytes only
+ * (mk/layout.ld puts it last among the variables every process uses) */
 static uint8_t cpu_node[NUMA_MAX_CPUS];
 static int nodes = 1, first_node;
 static const char *root = "/sys";
@@ -63,7 +66,7 @@ static void add_node(int v, void *ctx) {
     if (o->count < 64) o->list[o->count++] = v;
 }
 static void set_cpu(int cpu, void *ctx) {
-    if (cpu < NUMA_MAX_CPUS) cpu_node[cpu] = (uint8_t)*(int *)ctx;
+    if (cpu < NUMA_MAX_CPUS) cpu_node[cpu] = (uint8_t)(*(int *)ctx + 1);
 }
 
 static void read_topology(void) {
@@ -71,13 +74,11 @@ static void read_topology(void) {
     struct online o = {0, {0}};
     nodes = 1;
     first_node = 0;
-    for (int c = 0; c < NUMA_MAX_CPUS; c++) cpu_node[c] = 0;
     path_of(path, sizeof path, "online", -1);
     if (!os_read_file(path, buf, sizeof buf) || !each_in_list(buf, add_node, &o) || o.count < 1) return;
-    first_node = o.list[0] < 256 ? o.list[0] : 0;
-    for (int c = 0; c < NUMA_MAX_CPUS; c++) cpu_node[c] = (uint8_t)first_node;
+    first_node = o.list[0] < 255 ? o.list[0] : 0;
     for (int i = 0; i < o.count; i++) {
-        if (o.list[i] > 255) continue;
+        if (o.list[i] > 254) continue;
         path_of(path, sizeof path, "cpulist", o.list[i]);
         if (os_read_file(path, buf, sizeof buf)) each_in_list(buf, set_cpu, &o.list[i]);
     }
@@ -103,7 +104,8 @@ int numa_nodes(void) {
 
 int numa_node_of_cpu(int cpu) {
     ensure_read();
-    return cpu >= 0 && cpu < NUMA_MAX_CPUS ? cpu_node[cpu] : first_node;
+    int n = cpu >= 0 && cpu < NUMA_MAX_CPUS ? cpu_node[cpu] : 0;
+    return n ? n - 1 : first_node;
 }
 
 int numa_place_node(int cpu) { return numa_nodes() > 1 ? numa_node_of_cpu(cpu) : -1; }
@@ -112,6 +114,7 @@ int numa_place_node(int cpu) { return numa_nodes() > 1 ? numa_node_of_cpu(cpu) :
 /* tests: read the topology again, from a fake sysfs tree at dir */
 void numa_set_root(const char *dir) {
     root = dir;
+    for (int c = 0; c < NUMA_MAX_CPUS; c++) cpu_node[c] = 0;
     atomic_store_explicit(&state, 0, memory_order_release);
     ensure_read();
 }

@@ -82,7 +82,7 @@ bool heap_big_put(struct span *s) {
     if (small_heap()) high = big_max_pages();
     else if (h->big_pages > high) heap_big_drain(h, high); /* kept while the heap was small */
     if (h->big_pages + (long)s->npages > high) {
-        h->big_high.given += s->npages;
+        cache_high_give(&h->big_high, (long)s->npages);
         h->big_given_sizes |= (uint64_t)1 << (s->npages - 1);
         return false;
     }

@@ -197,8 +197,9 @@ static inline uint32_t slab_float_bar(const struct span *s) {
  * not hold); a purge delay without such a miss halves it.  Only the owner
  * writes it; the report reads high. */
 struct cache_high {
-    long high, given; /* given: units refused since the last raise or decay */
-    bool missed;      /* a raise since the last decay */
+    int32_t high;  /* at most INT32_MAX: the options' larger limits are clamped */
+    int32_t given; /* units refused since the last raise or decay (saturating) */
+    bool missed;   /* a raise since the last decay */
 };
 /* A bin's first 32 bytes are all that malloc's and free's fast paths
  * touch: one cache line (bins are line-aligned). */
@@ -215,13 +216,16 @@ struct bin {
 } __attribute__((aligned(CACHELINE)));
 /* The slow paths' per-class state of a heap, out of the bins' lines. */
 struct bin_slow {
-    uint32_t refill; /* objects the next refill moves: doubles per refill, from 4 up to the
+    uint16_t refill; /* objects the next refill moves: doubles per refill, from 4 up to the
                       * class's list_batch (a thread that uses a class little holds little of it) */
-    uint32_t young;  /* objects of this class the slow path still serves from its young target's
+    uint16_t young;  /* objects of this class the slow path still serves from its young target's
                       * bin (its list stays empty meanwhile, so each such malloc misses); 0 from
-                      * then on */
+                      * then on (at most a slab's capacity) */
     bool filled;     /* a slab of this class floated: the next new one is faulted in whole */
 };
+/* The per-class state and the highs are kept small so that a thread's heap
+ * (and, for the first thread, the descriptors after it) takes two pages. */
+_Static_assert(sizeof(struct bin_slow) == 6 && sizeof(struct cache_high) == 12, "small per-class state");
 _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
 
 /* Counts: an object is counted as allocated in its allocating thread's bin
@@ -294,24 +298,30 @@ extern INTERNAL uint64_t slab_secret; /* keys the free-list links and free tags 
 #endif
 
 /* on a miss: true when the high grew (up to max) */
+static inline int32_t cache_high_clamp(long v) { return v > INT32_MAX ? INT32_MAX : v < 0 ? 0 : (int32_t)v; }
+/* n units refused for want of room */
+static inline void cache_high_give(struct cache_high *c, long n) {
+    c->given = cache_high_clamp((long)c->given + n);
+}
+/* on a miss: true when the high grew (up to max) */
 static inline bool cache_high_raise(struct cache_high *c, long max) {
     if (!c->given) return false;
-    long high = c->high + c->given > max ? max : c->high + c->given;
+    long high = (long)c->high + c->given > max ? max : (long)c->high + c->given;
     bool grew = high > c->high;
-    if (grew) HEAP_SET(c->high, high);
+    if (grew) HEAP_SET(c->high, cache_high_clamp(high));
     c->given = 0;
     c->missed = true;
     return grew;
 }
 /* once per purge delay: the new high (the caller gives back what is above it) */
 static inline long cache_high_decay(struct cache_high *c, long min) {
-    if (!c->missed) HEAP_SET(c->high, c->high / 2 < min ? min : c->high / 2);
+    if (!c->missed) HEAP_SET(c->high, cache_high_clamp(c->high / 2 < min ? min : c->high / 2));
     c->missed = false;
     c->given = 0;
     return c->high;
 }
 static inline void cache_high_init(struct cache_high *c, long high) {
-    HEAP_SET(c->high, high);
+    HEAP_SET(c->high, cache_high_clamp(high));
     c->given = 0;
     c->missed = false;
 }

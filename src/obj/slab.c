@@ -159,7 +159,7 @@ static void retire(struct heap *h, struct span *s) {
         h->nr_empty++;
         return;
     }
-    if (h) h->empty_high.given++;
+    if (h) cache_high_give(&h->empty_high, 1);
     span_map_pages(s, NULL, s->page_idx, s->npages);
     page_free(s);
 }
@@ -441,7 +441,7 @@ static struct heap *heap_create(void) {
         h->bins[c].lim = classes[c].free_lim;
         h->bins[c].mul = classes[c].free_mul;
         h->bin_slow[c].refill = 4;
-        h->bin_slow[c].young = class_young_objects(c);
+        h->bin_slow[c].young = (uint16_t)class_young_objects(c);
         h->bins[c].allocs = 0;
         h->bins[c].frees = 0;
     }
@@ -577,7 +577,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     void **p = s->free;
     uint32_t batch = h->bin_slow[c].refill;
     if (batch < classes[c].list_batch)
-        h->bin_slow[c].refill = batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch;
+        h->bin_slow[c].refill = (uint16_t)(batch * 2 < classes[c].list_batch ? batch * 2 : classes[c].list_batch);
     if (carved && nfree > batch) {
         nfree = batch;
         void *last = p;
@@ -838,7 +838,7 @@ bool small_free_slow(struct span *s, void *p, bool pushed) {
     if (pushed) {
         uint32_t before = list_len(h, b);
         bool retired = list_flush(h, b, list_high(h, b) / 2);
-        h->list_high[s->cls].given += before - list_len(h, b);
+        cache_high_give(&h->list_high[s->cls], (long)before - (long)list_len(h, b));
         return retired;
     }
     bool retired = list_flush(h, b, 0);

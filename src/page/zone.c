@@ -119,7 +119,7 @@ static void zone_unlock(void) {
  * page: a small program writes the few descriptors it uses (its first
  * chunk's), not the 30 its first reserve asks for (two pages, where it now
  * writes one).  Fresh memory is zero: kind SPAN_UNUSED. */
-#define DESC_BATCH 16
+#define DESC_BATCH 32 /* one batch holds the heap's first reserve (chunk_grow's 30) */
 static bool desc_reserve(uint32_t n) {
     while (zone.desc_pool_n + zone.desc_fresh_n < n) {
         struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
@@ -511,9 +511,21 @@ static char *chunk_remap(void) {
     return NULL;
 }
 
+/* Where the first reservation is tried: an aligned range a little below
+ * this library's code, where the kernel has put the shared libraries and
+ * puts new mappings next (downward), so that it is likely free and one
+ * system call maps it, where an over-reservation takes three (mmap and two
+ * munmaps) in every process.  0 (none) when the code lies low (a program
+ * linked statically, not position-independent). */
+static uintptr_t first_arena_hint(void) {
+    uintptr_t code = (uintptr_t)&first_arena_hint & ~(uintptr_t)(ARENA_ALIGN - 1);
+    return code > ((uintptr_t)1 << 32) ? code - ARENA_ALIGN : 0;
+}
+
 /* A new reservation at an ARENA_ALIGN boundary: first right below the lowest
  * one (the kernel hands out addresses downward, so the range is likely free;
- * MAP_FIXED_NOREPLACE, no over-reservation), then wherever the kernel
+ * MAP_FIXED_NOREPLACE, no over-reservation; for the first, below
+ * first_arena_hint), then wherever the kernel
  * finds room (os_reserve: size + align, trimmed; under an address space
  * limit an exact size at an aligned address); smaller and smaller while the
  * kernel refuses.  A reservation smaller than an arena is an arena all the
@@ -524,7 +536,8 @@ static bool arena_reserve(void) {
     for (;;) {
         size_t room = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
         char *p = NULL;
-        if (zone.lowest > room) p = os_reserve_at((char *)(zone.lowest - room), size);
+        uintptr_t below = zone.lowest ? zone.lowest : first_arena_hint();
+        if (below > room) p = os_reserve_at((char *)(below - room), size);
         if (!p) p = os_reserve(size, ARENA_ALIGN);
         if (p && ((uintptr_t)p + size) >> ARENA_MAP_BITS) { /* beyond arena_map */
             os_release(p, size);
