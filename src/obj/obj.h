@@ -233,6 +233,12 @@ _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
  * that live bytes are exact at report time (sum over heaps and classes of
  * (allocs - frees) x class size) while a free adds one increment. */
 struct heap {
+    /* free() reads these two first, in every thread, heap_none's included
+     * (a thread's free before its first malloc): heap_none's first page
+     * holds them, with the options, not a page of its own */
+    uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
+    uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
+                           * arena_map for that arena), or ARENA_HINT_NONE */
     struct bin bins[NCLASSES];
     uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
     uint64_t large_pages; /* net: pages allocated minus pages freed by this thread */
@@ -265,9 +271,6 @@ struct heap {
     void *run_first, *run_last;
     uint32_t run_n;
     struct heap *all_next, *free_next;
-    uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
-    uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
-                           * arena_map for that arena), or ARENA_HINT_NONE */
     bool live;
     /* written by other threads: floating slabs of this heap's that their
      * frees took (slab.c, the rescue slots) */

@@ -1,0 +1,130 @@
+// folio-test: no-sanitize
+/* test_data_pages: a small program writes three pages of libfolio.so's
+ * data, not more.
+ *
+ * Every page of the library's writable data a process touches is a page
+ * fault and 4 KiB of RSS in every process (and a copy in a fork child that
+ * writes it).  mk/layout.ld gathers what a process uses at start: the first
+ * .data page (the relocated pointers, the options), folio_fork (the locks
+ * and the zone; arena_map[0], which free(NULL) reads, right after it) and
+ * one page of .bss variables (.bss.folio_hot).  A variable that a common
+ * path starts to use without a line there lands among the others and costs
+ * a page, which this test catches: at 0f6cd35 the same program touched
+ * four (the .bss variables spread over two pages).
+ *
+ * The program does what a small one does (malloc and free of a few sizes,
+ * a calloc, free(NULL), a stdio buffer), run again with the FOLIO_*
+ * variables cleared and FOLIO_LIVE=0, then reads its page table over the
+ * library's writable segment (dl_iterate_phdr): the pages present and
+ * private (written, or .bss).  The RELRO page (read-only after relocation) is not counted.  Skipped where folio is linked statically (sanitizer and
+ * debug modes) or the page table cannot be read. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "api.h"
+
+#define MAX_PAGES 3
+
+extern char **environ;
+
+static void rerun_clean(char **argv)
+{
+    static char *env[256];
+    size_t k = 0;
+    for (char **e = environ; *e && k < 250; e++)
+        if (strncmp(*e, "FOLIO_", 6) != 0)
+            env[k++] = *e;
+    env[k++] = "FOLIO_LIVE=0";
+    env[k++] = "TEST_DATA_PAGES_CLEAN=1";
+    env[k] = NULL;
+    execve("/proc/self/exe", argv, env);
+    FAIL("execve /proc/self/exe");
+}
+
+static void small_program(void)
+{
+    char *p = malloc(100), *buf = malloc(4096), *c = calloc(10, 24);
+    CHECK(p && buf && c, "malloc");
+    snprintf(p, 100, "%p", (void *)buf);
+    memset(buf, 1, 4096);
+    free(NULL);
+    free(c);
+    free(buf);
+    free(p);
+}
+
+/* libfolio.so's writable segment (.data, .bss), less its RELRO part */
+struct seg {
+    unsigned long lib, start, end;
+};
+static int find_data(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct seg *seg = arg;
+    const char *base = strrchr(info->dlpi_name, '/');
+    if (!base || strncmp(base + 1, "libfolio.so", 11) != 0)
+        return 0;
+    unsigned long relro_end = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
+            seg->start = info->dlpi_addr + ph->p_vaddr;
+            seg->end = seg->start + ph->p_memsz;
+        }
+        if (ph->p_type == PT_GNU_RELRO)
+            relro_end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + 4095) & ~4095ul;
+    }
+    if (relro_end > seg->start)
+        seg->start = relro_end;
+    seg->lib = info->dlpi_addr;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (!getenv("TEST_DATA_PAGES_CLEAN"))
+        rerun_clean(argv);
+    small_program();
+
+    struct seg seg = {0};
+    dl_iterate_phdr(find_data, &seg);
+    if (!seg.lib)
+        SKIP("folio is not libfolio.so in this build (linked statically)");
+
+    int pm = open("/proc/self/pagemap", O_RDONLY);
+    if (pm < 0)
+        SKIP("cannot read /proc/self/pagemap");
+    unsigned present = 0;
+    char where[400] = "";
+    size_t used = 0;
+    for (unsigned long a = seg.start & ~4095ul; a < seg.end; a += 4096) {
+        uint64_t e = 0;
+        CHECK(pread(pm, &e, sizeof e, (off_t)(a / 4096 * 8)) == (ssize_t)sizeof e, "pagemap");
+        /* present, and private anonymous: written (a copy of the file's
+         * page) or .bss; pages of the file that fault-around mapped along
+         * with one read cost no fault of their own */
+        if (!(e >> 63) || (e >> 61 & 1))
+            continue;
+        present++;
+        if (used + 24 < sizeof where)
+            used += (size_t)snprintf(where + used, sizeof where - used, " %#lx", a - seg.lib);
+    }
+    close(pm);
+    NOTE("libfolio.so data: %u pages written (at%s in the library)", present, where);
+    CHECK(present > 0, "no page of libfolio.so's data written: is pagemap telling the truth?");
+    CHECK(present <= MAX_PAGES,
+          "%u pages of libfolio.so's data written, at most %d expected (at%s in the library): "
+          "a variable a small program uses is not in mk/layout.ld's .bss.folio_hot (`nm -n "
+          "build/libfolio.so` names what is there)",
+          present, MAX_PAGES, where);
+    return 0;
+}
