@@ -300,7 +300,7 @@ extern INTERNAL uint64_t slab_secret; /* keys the free-list links and free tags 
 #define HEAP_SET(field, v) ((field) = (v))
 #endif
 
-/* on a miss: true when the high grew (up to max) */
+/* a high or a count of refused units, within what the struct holds */
 static inline int32_t cache_high_clamp(long v) { return v > INT32_MAX ? INT32_MAX : v < 0 ? 0 : (int32_t)v; }
 /* n units refused for want of room */
 static inline void cache_high_give(struct cache_high *c, long n) {
