@@ -76,8 +76,10 @@ struct exact_lists {
     uint64_t drained[CHUNK_PAGES / 64]; /* sizes drained to the zone since their last miss */
     uint32_t cursor; /* the drain's next page count */
     /* the lists' own bound, within the pageset's high: spans of a size
-     * that is not asked for again only pin their chunks, so the bound
-     * starts at high_min and grows only while the lists mostly hit */
+     * that is not asked for again only pin their chunks and stay resident,
+     * so the bound starts at a batch (a few spans, against the zone lock of
+     * a size freed and taken in turns) and grows only by the sizes that
+     * come back after a drain, while the lists mostly hit */
     long pages, high;
     uint64_t hits_win, misses_win; /* since the last decay */
     bool grew;                     /* since the last decay */
@@ -424,7 +426,7 @@ static struct span *alloc_on(struct pageset *ps, unsigned o) {
 /* The pageset's exact lists, allocated on its first use (ps->lock held:
  * the meta lock ranks above it); NULL if metadata is short. */
 static struct exact_lists *exact_of(struct pageset *ps) {
-    if (!ps->exact && (ps->exact = meta_alloc(sizeof *ps->exact))) ps->exact->high = ps->high_min;
+    if (!ps->exact && (ps->exact = meta_alloc(sizeof *ps->exact))) ps->exact->high = ps->batch;
     return ps->exact;
 }
 
@@ -535,12 +537,12 @@ static void exact_trim(struct pageset *ps, struct exact_lists *e, bool overflow)
     else if (list) zone_free_bulk(list);
 }
 
-/* At each decay the bound halves (not below high_min) unless it grew and
+/* At each decay the bound halves (not below a batch) unless it grew and
  * the lists hit at least every other time since the last one. */
 static void exact_decay(struct pageset *ps) {
     struct exact_lists *e = ps->exact;
     if (!e) return;
-    if (!e->grew || e->hits_win * 2 < e->misses_win) e->high = e->high / 2 > ps->high_min ? e->high / 2 : ps->high_min;
+    if (!e->grew || e->hits_win * 2 < e->misses_win) e->high = e->high / 2 > ps->batch ? e->high / 2 : ps->batch;
     e->grew = false;
     e->hits_win = e->misses_win = 0;
     exact_trim(ps, e, false);
