@@ -30,24 +30,9 @@
 
 #include "check.h"
 #include "api.h"
+#include "support/rerun_clean.h"
 
 #define MAX_PAGES 3
-
-extern char **environ;
-
-static void rerun_clean(char **argv)
-{
-    static char *env[256];
-    size_t k = 0;
-    for (char **e = environ; *e && k < 250; e++)
-        if (strncmp(*e, "FOLIO_", 6) != 0)
-            env[k++] = *e;
-    env[k++] = "FOLIO_LIVE=0";
-    env[k++] = "TEST_DATA_PAGES_CLEAN=1";
-    env[k] = NULL;
-    execve("/proc/self/exe", argv, env);
-    FAIL("execve /proc/self/exe");
-}
 
 static void small_program(void)
 {
@@ -92,7 +77,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     if (!getenv("TEST_DATA_PAGES_CLEAN"))
-        rerun_clean(argv);
+        rerun_clean(argv, "TEST_DATA_PAGES_CLEAN=1", NULL);
     small_program();
 
     struct seg seg = {0};

@@ -33,11 +33,10 @@
 
 #include "check.h"
 #include "api.h"
+#include "support/rerun_clean.h"
 
 #define WINDOW (64u * 1024u)
 #define OBJECTS 2000
-
-extern char **environ;
 
 static void *handed[2][OBJECTS];
 
@@ -110,29 +109,17 @@ static void common_paths(void)
         free(p[i]);
 }
 
-/* Runs itself with no FOLIO_* variable but FOLIO_LIVE=0 and a purge delay
- * it never reaches: the live file and the purger's passes are a process's
- * second second, not its common paths (mk/layout.ld leaves them out). */
-static void rerun_clean(char **argv)
-{
-    static char *env[256];
-    size_t k = 0;
-    for (char **e = environ; *e && k < 250; e++)
-        if (strncmp(*e, "FOLIO_", 6) != 0)
-            env[k++] = *e;
-    env[k++] = "FOLIO_LIVE=0";
-    env[k++] = "FOLIO_PURGE_DELAY_MS=600000"; /* a slow machine's run past a second purges nothing */
-    env[k++] = "TEST_TEXT_WINDOW_CLEAN=1";
-    env[k] = NULL;
-    execve("/proc/self/exe", argv, env);
-    FAIL("execve /proc/self/exe");
-}
+/* Runs itself with a purge delay it never reaches: the live file and the
+ * purger's passes are a process's second second, not its common paths
+ * (mk/layout.ld leaves them out); a slow machine's run past a second
+ * purges nothing. */
+static const char *const clean_settings[] = {"FOLIO_PURGE_DELAY_MS=600000", NULL};
 
 int main(int argc, char **argv)
 {
     (void)argc;
     if (!getenv("TEST_TEXT_WINDOW_CLEAN"))
-        rerun_clean(argv);
+        rerun_clean(argv, "TEST_TEXT_WINDOW_CLEAN=1", clean_settings);
     common_paths();
 
     FILE *maps = fopen("/proc/self/maps", "r");
