@@ -43,13 +43,20 @@ void *api_big_alloc(size_t n, size_t align, bool zero) {
         return NULL;
     }
     folio_init();
+    if (align <= MIN_ALIGN && dense_wants(n)) {
+        void *p = dense_alloc(n);
+        if (p) {
+            if (zero) memset(p, 0, n);
+            return p;
+        }
+    }
     if (n <= LARGE_MAX && align <= CHUNK_SIZE) return large_block(n, align, zero, false);
     return huge_alloc(n, align, zero);
 }
 
-/* The small tier's miss: a thread's first call (initialisation), an empty
- * free list, a new slab. */
-__attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
+/* The small tier's miss from slabs only (an aligned object: the dense
+ * heap's are 16-aligned). */
+__attribute__((noinline)) static void *api_small_alloc_slab(size_t n) {
     folio_init();
     bool need_pages = false;
     void *p = small_alloc_slow(n, false, &need_pages);
@@ -58,16 +65,29 @@ __attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
     return small_alloc_slow(n, true, &need_pages);
 }
 
+/* The small tier's miss: a thread's first call (initialisation), an empty
+ * free list, a new slab; and every malloc of a size the dense heap still
+ * serves (its list stays empty). */
+__attribute__((noinline)) void *api_small_alloc_slow(size_t n) {
+    folio_init();
+    if (dense_wants(n)) {
+        void *p = dense_alloc(n);
+        if (p) return p;
+    }
+    return api_small_alloc_slab(n);
+}
+
 /* What p is: a slab object, a large block or a huge extent.  Arena
  * pointers are found by span_lookup; only the others (huge extents, NULL,
  * foreign pointers) read the pagemap. */
-enum kind { NOT_OURS, SMALL, LARGE, HUGE };
+enum kind { NOT_OURS, SMALL, LARGE, HUGE, DENSE };
 static inline enum kind classify_span(void *p, struct span *s, struct span **sp, struct huge **hp) {
     uintptr_t a = (uintptr_t)p;
     if (likely(s != NULL)) {
         *sp = s;
         if (likely(span_kind(s) == SPAN_SLAB)) return SMALL;
-        return span_kind(s) == SPAN_LARGE ? LARGE : NOT_OURS;
+        unsigned k = span_kind(s);
+        return k == SPAN_LARGE ? LARGE : k == SPAN_DENSE ? DENSE : NOT_OURS;
     }
     uintptr_t e = pagemap_get(a);
     if (e & PAGEMAP_HUGE_TAG) {
@@ -187,6 +207,11 @@ __attribute__((noinline)) static void free_other(void *p, struct span *looked_up
         huge_free(h, p);
         api_tick();
         return;
+    case DENSE: {
+        enum fault f = dense_free(s, p);
+        if (unlikely(f)) bad_pointer(CALL_FREE, f, p);
+        return;
+    }
     default: not_a_block(CALL_FREE, p);
     }
 }
@@ -247,6 +272,11 @@ EXPORT size_t API(malloc_usable_size)(void *p) {
     case HUGE:
         if (!(f = huge_check(h, p))) return huge_usable(h, p);
         break;
+    case DENSE: {
+        size_t usable = dense_usable(s, p, &f);
+        if (!f) return usable;
+        break;
+    }
     default: not_a_block(CALL_USABLE, p);
     }
     bad_pointer(CALL_USABLE, f, p);
@@ -293,9 +323,18 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         }
         break;
     }
+    case DENSE: {
+        enum fault f;
+        usable = dense_usable(s, p, &f);
+        if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
+        if ((n <= usable && n > usable / 2) || dense_resize(p, n)) return p;
+        break;
+    }
     default: not_a_block(CALL_REALLOC, p);
     }
-    bool grow = n > usable && n > SMALL_MAX && n <= LARGE_MAX;
+    /* a block that grows past what the dense heap serves (or out of its
+     * sizes) may grow again: the page heap's growable placement */
+    bool grow = n > usable && n > SMALL_MAX && n <= LARGE_MAX && !dense_wants(n);
     void *q = grow ? large_block(n, 0, false, true) : API(malloc)(n);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
@@ -320,7 +359,7 @@ void *api_aligned(size_t align, size_t n) {
         /* a class whose size is a multiple of align has aligned objects:
          * slabs start on page boundaries */
         for (unsigned c = size_class(n ? n : 1); c < NCLASSES; c++)
-            if (classes[c].size % align == 0) return api_small_alloc(classes[c].size);
+            if (classes[c].size % align == 0) return small_alloc_fast(classes[c].size, api_small_alloc_slab);
     }
     return api_big_alloc(n ? n : 1, align, false);
 }

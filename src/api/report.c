@@ -44,6 +44,7 @@ struct snapshot {
     struct huge_stats hs;
     struct pageset_stats pcp;
     struct pressure_stats pr;
+    struct dense_stats ds;
     uint64_t allocs, frees, live_bytes; /* every tier */
     uint64_t minflt, majflt, maxrss, rss, mapped, peak_mapped, map_failures;
     struct as_stats as;
@@ -60,12 +61,13 @@ static void snap(struct snapshot *s) {
     huge_stats(&s->hs);
     pageset_totals(&s->pcp);
     pressure_stats(&s->pr);
+    dense_stats(&s->ds);
     /* live: blocks handed out and not freed, by their usable size (what
      * malloc_usable_size returns: small: the class size; large: its pages;
      * huge: its mapping) */
-    s->allocs = s->hc.small_allocs + s->hc.large_allocs + s->hs.allocs;
-    s->frees = s->hc.frees + s->hc.large_frees + s->hs.frees;
-    s->live_bytes = s->hc.small_live_bytes + (s->hc.large_pages << PAGE_SHIFT) + s->hs.live_bytes;
+    s->allocs = s->hc.small_allocs + s->hc.large_allocs + s->hs.allocs + s->ds.allocs;
+    s->frees = s->hc.frees + s->hc.large_frees + s->hs.frees + s->ds.frees;
+    s->live_bytes = s->hc.small_live_bytes + (s->hc.large_pages << PAGE_SHIFT) + s->hs.live_bytes + s->ds.live_bytes;
     os_rusage(&s->minflt, &s->majflt, &s->maxrss);
     s->rss = os_rss_bytes();
     if (s->maxrss < s->rss) s->maxrss = s->rss;
@@ -158,6 +160,12 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "floating_slabs_spared", s.hc.floating_slabs_spared);
     kv(&b, "huge_allocs", s.hs.allocs);
     kv(&b, "huge_bytes", s.hs.bytes);
+    kv(&b, "dense_allocs", s.ds.allocs);
+    kv(&b, "dense_frees", s.ds.frees);
+    kv(&b, "dense_live_bytes", s.ds.live_bytes);
+    kv(&b, "dense_region_bytes", s.ds.region_bytes);
+    kv(&b, "dense_regions", s.ds.regions);
+    kv(&b, "dense_sizes_graduated", s.ds.graduated);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);
     kv(&b, "zone_lock_contended", s.zs.lock_contended);
     kv(&b, "pages_from_zone", s.zs.pages_from_zone);
@@ -342,6 +350,7 @@ EXPORT void folio_report_print(int fd) {
     line(&b, "  small allocs      ", s.hc.small_allocs, "");
     line(&b, "  large allocs      ", s.hc.large_allocs, "");
     line(&b, "  huge allocs       ", s.hs.allocs, "");
+    line(&b, "  dense allocs      ", s.ds.allocs, "");
     line(&b, "  frees             ", s.frees, "");
     line(&b, "  live blocks       ", s.allocs - s.frees, "");
     line(&b, "  live bytes        ", s.live_bytes, "");

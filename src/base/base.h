@@ -31,6 +31,7 @@
 #define SMALL_MAX 32768        /* largest size served from slabs */
 #define NCLASSES 72            /* size classes 16 .. 32768 */
 #define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
+#define DENSE_MAX 131072       /* largest size the dense heap serves (obj/dense.c) */
 
 /* ---------------------------------------------------------------- os */
 /* The only module that makes syscalls.  Memory returned by os_reserve is
@@ -156,6 +157,7 @@ enum lock_rank {
     LOCK_RANK_CLEAR_INIT, /* the clearing engine's start-up */
     LOCK_RANK_CLEAR_MT,   /* one threaded clear at a time (trylock only) */
     LOCK_RANK_HEAPS,      /* the registry of thread heaps */
+    LOCK_RANK_DENSE,      /* the dense heap (obj/dense.c) */
     LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_DEPOT,      /* each shard of the zone's depot (page.h) */
@@ -318,6 +320,15 @@ static inline void lock_reset(lock_t *l) {
       "bytes of each size class below 2 KiB a thread serves first from the next power-of-two "  \
       "class's slabs (a program using a class little then touches no page of its own for it); " \
       "0: every object from its exact class")                                                  \
+    X(heap_dense_kib, "FOLIO_HEAP_DENSE_KIB", 16384,                                         \
+      "most KiB of 256 KiB regions the dense heap may hold: blocks of up to 128 KiB of the "   \
+      "sizes the process has used little so far, best fit and merged with their free "       \
+      "neighbours as they are freed, shared by every size (a small program's heap stays "    \
+      "about the size of what it holds); 0: none")                                             \
+    X(heap_dense_live, "FOLIO_HEAP_DENSE_LIVE", 64,                                            \
+      "blocks of one size (a small class, or a page count above 32 KiB) the dense heap holds " \
+      "at once, or 16 times that served in all, after which that size comes from slabs or "  \
+      "the page heap for good")                                                                \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

@@ -16,6 +16,7 @@ enum span_kind {
     SPAN_TAKEN,      /* handed out by the page heap, not yet typed */
     SPAN_SLAB,       /* slab of small objects */
     SPAN_LARGE,      /* one large block */
+    SPAN_DENSE,      /* a region of the dense heap (obj/dense.c) */
 };
 
 #define SPAN_ZEROED 0x1u /* contents known to be zero */

@@ -151,6 +151,23 @@ struct heap_counts {
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
 bool small_free_slow(struct span *s, void *p, bool pushed);
 void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
+/* dense.c: a best-fit heap shared by every size, for the sizes a process
+ * has used little so far (up to DENSE_MAX bytes, 16-aligned) */
+struct dense_stats {
+    uint64_t allocs, frees, live_bytes; /* live_bytes: usable bytes of its live blocks */
+    uint64_t region_bytes, regions;     /* what it holds of the page heap */
+    uint64_t graduated;                 /* sizes that left it for slabs or the page heap */
+};
+bool dense_wants(size_t n);          /* n's size is still served dense (no lock: a hint) */
+void *dense_alloc(size_t n);         /* NULL: not served (its size left, or no room) */
+enum fault dense_free(const struct span *s, void *p); /* s: the region p points into */
+size_t dense_usable(const struct span *s, const void *p, enum fault *f);
+bool dense_resize(void *p, size_t n); /* in place; p checked live */
+void dense_stats(struct dense_stats *st);
+void dense_visit_locks(lock_visit_fn *fn, void *ctx);
+void dense_lock_all(void);
+void dense_unlock_all(bool child);
+size_t dense_check(void); /* broken invariants (0: none) */
 void heap_counts(struct heap_counts *hc);
 void heap_visit_locks(lock_visit_fn *fn, void *ctx); /* for the report */
 void heap_lock_all(void);

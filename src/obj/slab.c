@@ -1140,13 +1140,20 @@ void heap_trim_current(void) {
     heap_big_drain(h, 0);
 }
 
-void heap_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "heaps", -1, &heap_lock); }
+void heap_visit_locks(lock_visit_fn *fn, void *ctx) {
+    fn(ctx, "heaps", -1, &heap_lock);
+    dense_visit_locks(fn, ctx);
+}
 
 /* fork: the lock-free stacks need nothing (a span or heap another thread
  * held in the middle of a push or pop is lost to the child, as that
  * thread's own heap is) */
-void heap_lock_all(void) { lock_acquire(&heap_lock); }
+void heap_lock_all(void) {
+    lock_acquire(&heap_lock);
+    dense_lock_all();
+}
 void heap_unlock_all(bool child) {
+    dense_unlock_all(child);
     if (child) lock_reset(&heap_lock);
     else lock_release(&heap_lock);
 }

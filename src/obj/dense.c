@@ -1,0 +1,407 @@
+/* dense: a best-fit heap of boundary-tagged blocks for the sizes a process
+ * has used little so far.
+ *
+ * A program that allocates a few objects of many sizes (an interpreter
+ * starting, a compiler's vectors growing through the classes, a tool that
+ * reads files of every size) touches a page or more per size class in
+ * slabs, and a freed block of one size is reused only by that size.  Here
+ * blocks of any size up to DENSE_MAX share 256 KiB regions: a freed block
+ * merges with its free neighbours at once, and the smallest free block that
+ * fits serves the next request of any size, so a small program's heap stays
+ * about as large as what it holds.  A size (a small class, or a page count
+ * up to DENSE_MAX) leaves the dense heap for good once it holds
+ * FOLIO_HEAP_DENSE_LIVE blocks at once, or was served 16 times that many:
+ * from then on it is a size the program uses much, which its slabs (or the
+ * page heap) serve faster and as densely.  The regions come from the page
+ * heap; all of them hold at most FOLIO_HEAP_DENSE_KIB.
+ *
+ * Invariants (all under dense_lock):
+ *  - a region is a span of kind SPAN_DENSE whose pages all map to it; it
+ *    is a sequence of blocks, each a multiple of 16 bytes and at least
+ *    MIN_BLOCK, then a fence (a header of size 0 marked in use);
+ *  - a block's header is its size with CINUSE (in use) and PINUSE (the
+ *    block before it is in use, or it is the region's first), then a tag:
+ *    tag_base(b, size) ^ bucket << 56 in use (the bucket it was counted
+ *    in), tag_base(b, size) ^ FREE_MARK free; a value written without the
+ *    process's secret is no tag, so free() tells a block start from any
+ *    other pointer, and a freed block from a live one;
+ *  - no two free blocks are neighbours; a free block is on the bin of its
+ *    size (bin_of) and its last word holds its size, for the block after
+ *    it to merge with it;
+ *  - a block's tag is made a free tag before the block merges into
+ *    another, so that no in-use tag outlives its block.
+ * The object layer calls the page heap (page_alloc, page_free) with the
+ * lock held: it is above this lock in the order, and calls nothing up. */
+#include "obj.h"
+
+#define REGION_PAGES 64
+#define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
+#define HDR 16                          /* a block's header: size and flags, tag */
+#define MIN_BLOCK 48                    /* header, two links and the size at its end */
+#define REGION_USABLE (REGION_BYTES - HDR) /* the first block's most: the fence follows */
+#define CINUSE 1u
+#define PINUSE 2u
+#define FLAG_BITS 15u
+#define NBINS 100
+#define FREE_MARK ((uint64_t)0xf2ee)
+#define BUCKET_SHIFT 56
+#define DENSE_BUCKETS (NCLASSES + DENSE_MAX / PAGE_SIZE - SMALL_MAX / PAGE_SIZE)
+_Static_assert(DENSE_MAX + HDR <= REGION_USABLE, "a region holds the largest block");
+
+struct block {
+    uint64_t head; /* size | CINUSE | PINUSE */
+    uint64_t tag;
+    struct block *next, *prev; /* free blocks only: their bin's list */
+};
+
+static FORK_STATE lock_t dense_lock = LOCK_INIT(LOCK_RANK_DENSE);
+static struct block *bins[NBINS];
+static uint64_t binmap[(NBINS + 63) / 64];
+static struct span *regions;  /* every region, through span->next/prev */
+static uint32_t empty_regions; /* regions that are one free block (kept: at most one) */
+/* per bucket: blocks in use and blocks served; graduated is read without
+ * the lock by dense_wants */
+static uint32_t live_of[DENSE_BUCKETS], served_of[DENSE_BUCKETS];
+static _Atomic uint8_t graduated[DENSE_BUCKETS];
+static _Atomic bool dense_full; /* a region was refused for want of room under the cap */
+/* the report's counters: written under the lock, read without it */
+static _Atomic uint64_t st_allocs, st_frees, st_live_bytes, st_region_bytes, st_regions, st_graduated;
+
+static inline size_t block_size(const struct block *b) { return b->head & ~(uint64_t)FLAG_BITS; }
+static inline struct block *block_at(const void *a, size_t off) { return (struct block *)((char *)a + off); }
+static inline struct block *block_of(const void *p) { return (struct block *)((char *)p - HDR); }
+static inline uint64_t tag_base(const struct block *b, size_t size) {
+    return (uintptr_t)b ^ slab_secret ^ ((uint64_t)size << 4);
+}
+static inline void set_footer(struct block *b, size_t size) { *(uint64_t *)((char *)b + size - 8) = size; }
+static void stat_add(_Atomic uint64_t *c, uint64_t v) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+/* ---- sizes ---- */
+/* The block that holds n bytes: a multiple of 16, at least MIN_BLOCK. */
+static size_t need_of(size_t n) {
+    size_t need = (n + HDR + 15) & ~(size_t)15;
+    return need < MIN_BLOCK ? MIN_BLOCK : need;
+}
+/* a request's bucket: its small class, else its page count's */
+static unsigned bucket_of(size_t n) {
+    if (n <= SMALL_MAX) return class_of_small[(n + 15) >> 4];
+    return NCLASSES + (unsigned)((n + PAGE_SIZE - 1) >> PAGE_SHIFT) - SMALL_MAX / PAGE_SIZE - 1;
+}
+/* exact bins of 16 bytes below 1 KiB, then four per power of two */
+static unsigned bin_of(size_t size) {
+    if (size < 1024) return (unsigned)(size >> 4);
+    unsigned lg = 63u - (unsigned)__builtin_clzll(size);
+    unsigned b = 64 + (lg - 10) * 4 + (unsigned)((size >> (lg - 2)) & 3);
+    return b < NBINS ? b : NBINS - 1;
+}
+
+/* ---- bins ---- */
+static void bin_insert(struct block *b, size_t size) {
+    unsigned i = bin_of(size);
+    b->prev = NULL;
+    b->next = bins[i];
+    if (bins[i]) bins[i]->prev = b;
+    bins[i] = b;
+    binmap[i / 64] |= (uint64_t)1 << (i % 64);
+}
+static void bin_remove(struct block *b) {
+    unsigned i = bin_of(block_size(b));
+    if (b->prev) b->prev->next = b->next;
+    else bins[i] = b->next;
+    if (b->next) b->next->prev = b->prev;
+    if (!bins[i]) binmap[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
+/* the first non-empty bin from i on, or NBINS */
+static unsigned bin_next(unsigned i) {
+    for (unsigned w = i / 64; w < (NBINS + 63) / 64; w++) {
+        uint64_t m = binmap[w] & (w == i / 64 ? ~(uint64_t)0 << (i % 64) : ~(uint64_t)0);
+        if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
+    }
+    return NBINS;
+}
+/* The smallest free block of at least need bytes among the first few of
+ * the bins that may hold one (need's own: a best fit; then the next
+ * non-empty one, whose blocks all fit), or NULL. */
+static struct block *fit(size_t need) {
+    for (unsigned i = bin_next(bin_of(need)); i < NBINS; i = bin_next(i + 1)) {
+        struct block *best = NULL;
+        int look = 8;
+        for (struct block *b = bins[i]; b && look-- > 0; b = b->next) {
+            size_t s = block_size(b);
+            if (s < need || (best && s >= block_size(best))) continue;
+            best = b;
+            if (s == need) break;
+        }
+        if (best) return best;
+    }
+    return NULL;
+}
+
+/* ---- blocks ---- */
+/* b (size bytes, its neighbours not free) becomes a free block on its bin;
+ * the block before it is in use */
+static void make_free(struct block *b, size_t size) {
+    b->head = size | PINUSE;
+    b->tag = tag_base(b, size) ^ FREE_MARK;
+    set_footer(b, size);
+    struct block *after = block_at(b, size);
+    after->head &= ~(uint64_t)PINUSE;
+    bin_insert(b, size);
+}
+/* b (free, off its bin) serves need bytes for bucket: the rest, if a block
+ * of its own, stays free behind it */
+static void *take(struct block *b, size_t need, unsigned bucket) {
+    size_t size = block_size(b);
+    uint64_t pinuse = b->head & PINUSE;
+    if (size - need >= MIN_BLOCK) {
+        make_free(block_at(b, need), size - need);
+        size = need;
+    } else {
+        block_at(b, size)->head |= PINUSE;
+    }
+    b->head = size | CINUSE | pinuse;
+    b->tag = tag_base(b, size) ^ ((uint64_t)bucket << BUCKET_SHIFT);
+    stat_add(&st_live_bytes, size - HDR);
+    return (char *)b + HDR;
+}
+static bool is_whole_region(const struct block *b) { return block_size(b) == REGION_USABLE; }
+
+/* A new region as one free block (lock held), or false. */
+static bool region_add(void) {
+    uint64_t have = atomic_load_explicit(&st_region_bytes, memory_order_relaxed);
+    if (have + REGION_BYTES > (uint64_t)opt.heap_dense_kib << 10) {
+        atomic_store_explicit(&dense_full, true, memory_order_relaxed);
+        return false;
+    }
+    struct span *s = page_alloc(REGION_PAGES, REGION_PAGES);
+    if (!s) return false;
+    s->flags = 0;
+    s->obj_size = 0;
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    __atomic_store_n(&s->kind, (uint8_t)SPAN_DENSE, __ATOMIC_RELEASE);
+    span_map_pages(s, s, s->page_idx, s->npages);
+    span_list_push(&regions, s);
+    struct block *fence = block_at(s->start, REGION_USABLE);
+    fence->head = CINUSE;
+    fence->tag = 0;
+    struct block *b = (struct block *)s->start;
+    make_free(b, REGION_USABLE);
+    empty_regions++;
+    stat_add(&st_region_bytes, REGION_BYTES);
+    stat_add(&st_regions, 1);
+    return true;
+}
+/* The region whose only block is the free block b goes back to the page
+ * heap (lock held). */
+static void region_release(struct block *b) {
+    struct span *s = span_lookup((uintptr_t)b);
+    bin_remove(b);
+    span_list_remove(&regions, s);
+    span_set_kind(s, SPAN_TAKEN);
+    span_map_pages(s, NULL, s->page_idx, s->npages);
+    stat_add(&st_region_bytes, -(uint64_t)REGION_BYTES);
+    stat_add(&st_regions, (uint64_t)-1);
+    atomic_store_explicit(&dense_full, false, memory_order_relaxed);
+    page_free(s);
+}
+
+static void debug_check(void);
+
+/* ---- the calls ---- */
+bool dense_wants(size_t n) {
+    return opt.heap_dense_kib > 0 && n <= DENSE_MAX &&
+           !atomic_load_explicit(&graduated[bucket_of(n)], memory_order_relaxed) &&
+           !atomic_load_explicit(&dense_full, memory_order_relaxed);
+}
+
+void *dense_alloc(size_t n) {
+    size_t need = need_of(n);
+    unsigned bucket = bucket_of(n);
+    void *p = NULL;
+    lock_acquire(&dense_lock);
+    if (!atomic_load_explicit(&graduated[bucket], memory_order_relaxed)) {
+        struct block *b = fit(need);
+        if (!b && region_add()) b = fit(need);
+        if (b) {
+            bin_remove(b);
+            if (is_whole_region(b)) empty_regions--;
+            p = take(b, need, bucket);
+            live_of[bucket]++;
+            served_of[bucket]++;
+            if (live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
+                served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live) {
+                atomic_store_explicit(&graduated[bucket], 1, memory_order_relaxed);
+                stat_add(&st_graduated, 1);
+            }
+            stat_add(&st_allocs, 1);
+        }
+    }
+    debug_check();
+    lock_release(&dense_lock);
+    return p;
+}
+
+/* What p, a pointer into the dense region s, is: a live block's start, a
+ * freed one's, or neither (lock held).  *bucket: a live block's. */
+static enum fault check_ptr(const struct span *s, const void *p, unsigned *bucket) {
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->start;
+    if ((a & 15) || a < lo + HDR || a > lo + REGION_USABLE - (MIN_BLOCK - HDR)) return FAULT_INVALID;
+    const struct block *b = (const struct block *)(a - HDR);
+    size_t size = block_size(b);
+    if (size < MIN_BLOCK || size > REGION_USABLE || a - HDR + size > lo + REGION_USABLE) return FAULT_INVALID;
+    uint64_t x = b->tag ^ tag_base(b, size);
+    if (x == FREE_MARK) return FAULT_FREED;
+    if ((x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS || !(b->head & CINUSE))
+        return FAULT_INVALID;
+    *bucket = (unsigned)(x >> BUCKET_SHIFT);
+    return FAULT_NONE;
+}
+
+size_t dense_usable(const struct span *s, const void *p, enum fault *f) {
+    unsigned bucket;
+    lock_acquire(&dense_lock);
+    *f = check_ptr(s, p, &bucket);
+    size_t n = *f ? 0 : block_size(block_of(p)) - HDR;
+    lock_release(&dense_lock);
+    return n;
+}
+
+enum fault dense_free(const struct span *s, void *p) {
+    unsigned bucket;
+    lock_acquire(&dense_lock);
+    enum fault f = check_ptr(s, p, &bucket);
+    if (f) {
+        lock_release(&dense_lock);
+        return f;
+    }
+    struct block *b = block_of(p);
+    size_t size = block_size(b);
+    live_of[bucket]--;
+    stat_add(&st_frees, 1);
+    stat_add(&st_live_bytes, -(uint64_t)(size - HDR));
+    b->tag = tag_base(b, size) ^ FREE_MARK; /* before it merges: no in-use tag outlives it */
+    struct block *after = block_at(b, size);
+    if (!(after->head & CINUSE)) {
+        bin_remove(after);
+        size += block_size(after);
+    }
+    if (!(b->head & PINUSE)) {
+        size_t before = *(const uint64_t *)((const char *)b - 8);
+        b = (struct block *)((char *)b - before);
+        bin_remove(b);
+        size += before;
+    }
+    make_free(b, size);
+    if (is_whole_region(b) && ++empty_regions > 1) {
+        empty_regions--;
+        region_release(b);
+    }
+    debug_check();
+    lock_release(&dense_lock);
+    return FAULT_NONE;
+}
+
+/* realloc in place: the live block at p (checked) now holds n bytes, by
+ * giving back its tail or taking the free block after it; false: it
+ * cannot, and is unchanged. */
+bool dense_resize(void *p, size_t n) {
+    if (n > DENSE_MAX) return false;
+    size_t need = need_of(n);
+    struct block *b = block_of(p);
+    bool done = false;
+    lock_acquire(&dense_lock);
+    size_t size = block_size(b);
+    unsigned bucket = (unsigned)((b->tag ^ tag_base(b, size)) >> BUCKET_SHIFT);
+    struct block *after = block_at(b, size);
+    size_t room = size + ((after->head & CINUSE) ? 0 : block_size(after));
+    if (need <= room && (need >= size || size - need >= MIN_BLOCK)) {
+        if (!(after->head & CINUSE)) {
+            bin_remove(after);
+            if (is_whole_region(after)) empty_regions--;
+            after->tag = 0;
+        }
+        stat_add(&st_live_bytes, -(uint64_t)(size - HDR));
+        b->head = room | (b->head & (PINUSE | CINUSE));
+        if (room != size) block_at(b, room)->head |= PINUSE;
+        take(b, need, bucket); /* the tail past need, if a block's worth, free again */
+        done = true;
+    }
+    debug_check();
+    lock_release(&dense_lock);
+    return done;
+}
+
+void dense_stats(struct dense_stats *st) {
+    st->allocs = atomic_load_explicit(&st_allocs, memory_order_relaxed);
+    st->frees = atomic_load_explicit(&st_frees, memory_order_relaxed);
+    st->live_bytes = atomic_load_explicit(&st_live_bytes, memory_order_relaxed);
+    st->region_bytes = atomic_load_explicit(&st_region_bytes, memory_order_relaxed);
+    st->regions = atomic_load_explicit(&st_regions, memory_order_relaxed);
+    st->graduated = atomic_load_explicit(&st_graduated, memory_order_relaxed);
+}
+
+void dense_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "dense", -1, &dense_lock); }
+void dense_lock_all(void) { lock_acquire(&dense_lock); }
+void dense_unlock_all(bool child) {
+    if (child) lock_reset(&dense_lock);
+    else lock_release(&dense_lock);
+}
+
+/* ---- invariants (lock held) ---- */
+size_t dense_check_locked(void) {
+    size_t bad = 0, free_blocks = 0, on_bins = 0;
+    uint32_t empty = 0;
+    uint64_t live = 0;
+    for (const struct span *s = regions; s; s = s->next) {
+        bad += span_kind(s) != SPAN_DENSE || span_lookup((uintptr_t)s->start + REGION_BYTES - 1) != s;
+        const char *end = s->start + REGION_USABLE;
+        bool prev_used = true, prev_free = false;
+        const struct block *b = (const struct block *)s->start;
+        while ((const char *)b < end) {
+            size_t size = block_size(b);
+            if (size < MIN_BLOCK || (size & 15) || (const char *)b + size > end) return bad + 1;
+            bad += !(b->head & PINUSE) != !prev_used;
+            if (b->head & CINUSE) {
+                uint64_t x = b->tag ^ tag_base(b, size);
+                bad += (x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) != 0 || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS;
+                live += size - HDR;
+                prev_free = false;
+            } else {
+                bad += prev_free || b->tag != (tag_base(b, size) ^ FREE_MARK) ||
+                       *(const uint64_t *)((const char *)b + size - 8) != size;
+                free_blocks++;
+                empty += size == REGION_USABLE;
+                prev_free = true;
+            }
+            prev_used = (b->head & CINUSE) != 0;
+            b = block_at(b, size);
+        }
+        bad += (const char *)b != end || !(b->head & CINUSE) || !(b->head & PINUSE) != !prev_used;
+    }
+    for (unsigned i = 0; i < NBINS; i++) {
+        bad += !bins[i] != !(binmap[i / 64] & ((uint64_t)1 << (i % 64)));
+        for (const struct block *b = bins[i]; b; b = b->next) {
+            if (++on_bins > free_blocks) return bad + 1;
+            bad += (b->head & CINUSE) || bin_of(block_size(b)) != i || (b->next && b->next->prev != b);
+        }
+    }
+    return bad + (on_bins != free_blocks) + (empty != empty_regions) + (empty > 1) +
+           (live != atomic_load_explicit(&st_live_bytes, memory_order_relaxed));
+}
+size_t dense_check(void) {
+    lock_acquire(&dense_lock);
+    size_t bad = dense_check_locked();
+    lock_release(&dense_lock);
+    return bad;
+}
+#ifdef FOLIO_DEBUG
+/* debug builds: every 64th call checks every invariant above */
+static void debug_check(void) {
+    static uint32_t n;
+    if (++n % 64 == 0 && dense_check_locked()) os_fatal_ptr("dense heap invariant broken, regions at", regions);
+}
+#else
+static void debug_check(void) {}
+#endif
