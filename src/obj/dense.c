@@ -17,8 +17,8 @@
  *
  * Invariants (all under dense_lock):
  *  - a region is a span of kind SPAN_DENSE whose pages all map to it; it
- *    is a sequence of blocks, each a multiple of 16 bytes and at least
- *    MIN_BLOCK, then a fence (a header of size 0 marked in use);
+ *    is a sequence of blocks from its FIRST byte, each whole lines (its data
+ *    line-aligned), then a fence (a header of size 0 marked in use);
  *  - a block's header is its size with CINUSE (in use) and PINUSE (the
  *    block before it is in use, or it is the region's first), then a tag:
  *    tag_base(b, size) ^ bucket << 56 in use (the bucket it was counted
@@ -37,8 +37,10 @@
 #define REGION_PAGES 64
 #define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
 #define HDR 16                          /* a block's header: size and flags, tag */
-#define MIN_BLOCK 48                    /* header, two links and the size at its end */
-#define REGION_USABLE (REGION_BYTES - HDR) /* the first block's most: the fence follows */
+#define LINE 64                         /* blocks are whole lines, each block's data line-aligned */
+#define MIN_BLOCK LINE                  /* header, two links and the size at its end */
+#define FIRST (LINE - HDR)              /* the first block's offset in its region */
+#define REGION_USABLE (REGION_BYTES - LINE) /* the first block's most: the fence follows */
 #define CINUSE 1u
 #define PINUSE 2u
 #define FLAG_BITS 15u
@@ -79,11 +81,10 @@ static void stat_add(_Atomic uint64_t *c, uint64_t v) {
 }
 
 /* ---- sizes ---- */
-/* The block that holds n bytes: a multiple of 16, at least MIN_BLOCK. */
-static size_t need_of(size_t n) {
-    size_t need = (n + HDR + 15) & ~(size_t)15;
-    return need < MIN_BLOCK ? MIN_BLOCK : need;
-}
+/* The block that holds n bytes: whole lines, so that every block's data
+ * starts on a line as a slab's objects of a multiple of 64 bytes do (two
+ * threads' structs of one calloc never share a line). */
+static size_t need_of(size_t n) { return (n + HDR + LINE - 1) & ~(size_t)(LINE - 1); }
 /* a request's bucket: its small class, else its page count's */
 static unsigned bucket_of(size_t n) {
     if (n <= SMALL_MAX) return class_of_small[(n + 15) >> 4];
@@ -183,10 +184,10 @@ static bool region_add(void) {
     __atomic_store_n(&s->kind, (uint8_t)SPAN_DENSE, __ATOMIC_RELEASE);
     span_map_pages(s, s, s->page_idx, s->npages);
     span_list_push(&regions, s);
-    struct block *fence = block_at(s->start, REGION_USABLE);
+    struct block *fence = block_at(s->start, FIRST + REGION_USABLE);
     fence->head = CINUSE;
     fence->tag = 0;
-    struct block *b = (struct block *)s->start;
+    struct block *b = block_at(s->start, FIRST);
     make_free(b, REGION_USABLE);
     empty_regions++;
     stat_add(&st_region_bytes, REGION_BYTES);
@@ -247,10 +248,10 @@ void *dense_alloc(size_t n) {
  * freed one's, or neither (lock held).  *bucket: a live block's. */
 static enum fault check_ptr(const struct span *s, const void *p, unsigned *bucket) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->start;
-    if ((a & 15) || a < lo + HDR || a > lo + REGION_USABLE - (MIN_BLOCK - HDR)) return FAULT_INVALID;
+    if ((a & (LINE - 1)) || a < lo + LINE || a > lo + REGION_BYTES - LINE) return FAULT_INVALID;
     const struct block *b = (const struct block *)(a - HDR);
     size_t size = block_size(b);
-    if (size < MIN_BLOCK || size > REGION_USABLE || a - HDR + size > lo + REGION_USABLE) return FAULT_INVALID;
+    if (size < MIN_BLOCK || (size & (LINE - 1)) || a - HDR + size > lo + FIRST + REGION_USABLE) return FAULT_INVALID;
     uint64_t x = b->tag ^ tag_base(b, size);
     if (x == FREE_MARK) return FAULT_FREED;
     if ((x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS || !(b->head & CINUSE))
@@ -356,12 +357,12 @@ size_t dense_check_locked(void) {
     uint64_t live = 0;
     for (const struct span *s = regions; s; s = s->next) {
         bad += span_kind(s) != SPAN_DENSE || span_lookup((uintptr_t)s->start + REGION_BYTES - 1) != s;
-        const char *end = s->start + REGION_USABLE;
+        const char *end = s->start + FIRST + REGION_USABLE;
         bool prev_used = true, prev_free = false;
-        const struct block *b = (const struct block *)s->start;
+        const struct block *b = block_at(s->start, FIRST);
         while ((const char *)b < end) {
             size_t size = block_size(b);
-            if (size < MIN_BLOCK || (size & 15) || (const char *)b + size > end) return bad + 1;
+            if (size < MIN_BLOCK || (size & (LINE - 1)) || (const char *)b + size > end) return bad + 1;
             bad += !(b->head & PINUSE) != !prev_used;
             if (b->head & CINUSE) {
                 uint64_t x = b->tag ^ tag_base(b, size);
