@@ -48,9 +48,9 @@ static uint32_t resident(uintptr_t a, uint32_t n) {
     return count;
 }
 
-enum { KINDS = SPAN_LARGE + 1, CLASSES = 256 };
+enum { KINDS = SPAN_DENSE + 1, CLASSES = 256 };
 static const char *const kind_name[KINDS] = {"unused", "zone_free", "pcp_free", "purging",
-                                             "taken", "slab", "large"};
+                                             "taken", "slab", "large", "dense"};
 struct tally {
     uint64_t spans, pages, resident;
 };

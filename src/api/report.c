@@ -166,6 +166,7 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "dense_region_bytes", s.ds.region_bytes);
     kv(&b, "dense_regions", s.ds.regions);
     kv(&b, "dense_sizes_graduated", s.ds.graduated);
+    kv(&b, "dense_purged_bytes", s.ds.purged_bytes);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);
     kv(&b, "zone_lock_contended", s.zs.lock_contended);
     kv(&b, "pages_from_zone", s.zs.pages_from_zone);

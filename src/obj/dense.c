@@ -46,6 +46,7 @@
 #define FLAG_BITS 15u
 #define NBINS 100
 #define FREE_MARK ((uint64_t)0xf2ee)
+#define PURGE_MARK ((uint64_t)0x9a6e) /* in use by dense_free while it purges the block's pages */
 #define BUCKET_SHIFT 56
 #define DENSE_BUCKETS (NCLASSES + DENSE_MAX / PAGE_SIZE - SMALL_MAX / PAGE_SIZE)
 _Static_assert(DENSE_MAX + HDR <= REGION_USABLE, "a region holds the largest block");
@@ -67,7 +68,8 @@ static uint32_t live_of[DENSE_BUCKETS], served_of[DENSE_BUCKETS];
 static _Atomic uint8_t graduated[DENSE_BUCKETS];
 static _Atomic bool dense_full; /* a region was refused for want of room under the cap */
 /* the report's counters: written under the lock, read without it */
-static _Atomic uint64_t st_allocs, st_frees, st_live_bytes, st_region_bytes, st_regions, st_graduated;
+static _Atomic uint64_t st_allocs, st_frees, st_live_bytes, st_region_bytes, st_regions, st_graduated,
+    st_purged_bytes;
 
 static inline size_t block_size(const struct block *b) { return b->head & ~(uint64_t)FLAG_BITS; }
 static inline struct block *block_at(const void *a, size_t off) { return (struct block *)((char *)a + off); }
@@ -168,6 +170,13 @@ static void *take(struct block *b, size_t need, unsigned bucket) {
     return (char *)b + HDR;
 }
 static bool is_whole_region(const struct block *b) { return block_size(b) == REGION_USABLE; }
+/* The whole pages of the free block b (size bytes) past its header and
+ * links and before its last word: [*lo, *hi); false: none. */
+static bool purgeable(const struct block *b, size_t size, uintptr_t *lo, uintptr_t *hi) {
+    *lo = ((uintptr_t)b + MIN_BLOCK + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
+    *hi = ((uintptr_t)b + size - 8) & ~(uintptr_t)(PAGE_SIZE - 1);
+    return *hi > *lo;
+}
 
 /* A new region as one free block (lock held), or false. */
 static bool region_add(void) {
@@ -294,6 +303,31 @@ enum fault dense_free(const struct span *s, void *p) {
         bin_remove(b);
         size += before;
     }
+    uintptr_t lo, hi;
+    if (size != REGION_USABLE && atomic_load_explicit(&graduated[bucket], memory_order_relaxed) &&
+        purgeable(b, size, &lo, &hi)) {
+        /* its size left the dense heap: give the pages back, lock released,
+         * the block held in use meanwhile (no neighbour merges with it) */
+        b->head = size | CINUSE | PINUSE;
+        b->tag = tag_base(b, size) ^ PURGE_MARK;
+        block_at(b, size)->head |= PINUSE;
+        lock_release(&dense_lock);
+        os_purge((void *)lo, hi - lo);
+        lock_acquire(&dense_lock);
+        stat_add(&st_purged_bytes, hi - lo);
+        b->tag = tag_base(b, size) ^ FREE_MARK;
+        after = block_at(b, size); /* neighbours freed meanwhile */
+        if (!(after->head & CINUSE)) {
+            bin_remove(after);
+            size += block_size(after);
+        }
+        if (!(b->head & PINUSE)) {
+            size_t before = *(const uint64_t *)((const char *)b - 8);
+            b = (struct block *)((char *)b - before);
+            bin_remove(b);
+            size += before;
+        }
+    }
     make_free(b, size);
     if (is_whole_region(b) && ++empty_regions > 1) {
         empty_regions--;
@@ -341,6 +375,7 @@ void dense_stats(struct dense_stats *st) {
     st->region_bytes = atomic_load_explicit(&st_region_bytes, memory_order_relaxed);
     st->regions = atomic_load_explicit(&st_regions, memory_order_relaxed);
     st->graduated = atomic_load_explicit(&st_graduated, memory_order_relaxed);
+    st->purged_bytes = atomic_load_explicit(&st_purged_bytes, memory_order_relaxed);
 }
 
 void dense_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "dense", -1, &dense_lock); }
@@ -366,8 +401,10 @@ size_t dense_check_locked(void) {
             bad += !(b->head & PINUSE) != !prev_used;
             if (b->head & CINUSE) {
                 uint64_t x = b->tag ^ tag_base(b, size);
-                bad += (x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) != 0 || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS;
-                live += size - HDR;
+                if (x != PURGE_MARK) { /* (a block being purged is no live one) */
+                    bad += (x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) != 0 || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS;
+                    live += size - HDR;
+                }
                 prev_free = false;
             } else {
                 bad += prev_free || b->tag != (tag_base(b, size) ^ FREE_MARK) ||

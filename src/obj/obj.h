@@ -157,6 +157,7 @@ struct dense_stats {
     uint64_t allocs, frees, live_bytes; /* live_bytes: usable bytes of its live blocks */
     uint64_t region_bytes, regions;     /* what it holds of the page heap */
     uint64_t graduated;                 /* sizes that left it for slabs or the page heap */
+    uint64_t purged_bytes;              /* pages of free blocks of those sizes given back */
 };
 bool dense_wants(size_t n);          /* n's size is still served dense (no lock: a hint) */
 void *dense_alloc(size_t n);         /* NULL: not served (its size left, or no room) */

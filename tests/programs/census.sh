@@ -20,7 +20,7 @@ import re, sys
 text = open(sys.argv[1]).read()
 chunks = re.findall(r"^chunk +(\d+) (?:small|large|medium) +free +\d+ resident +(\d+): slab (\d+) large (\d+) zone_free (\d+) unmapped (\d+)$", text, re.M)
 assert chunks, "no chunk line"
-kinds = {m[0]: int(m[1]) for m in re.findall(r"^(zone_free|taken|slab|large|pcp_free|purging) +\d+ +\d+ +(\d+)$", text, re.M)}
+kinds = {m[0]: int(m[1]) for m in re.findall(r"^(zone_free|taken|slab|large|pcp_free|purging|dense) +\d+ +\d+ +(\d+)$", text, re.M)}
 unmapped = int(re.search(r"^unmapped +(\d+)", text, re.M).group(1))
 meta = int(re.search(r"^metadata +(\d+)", text, re.M).group(1))
 total = int(re.search(r"^total +(\d+) pages resident", text, re.M).group(1))
