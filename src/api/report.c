@@ -165,6 +165,8 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "dense_live_bytes", s.ds.live_bytes);
     kv(&b, "dense_region_bytes", s.ds.region_bytes);
     kv(&b, "dense_regions", s.ds.regions);
+    kv(&b, "dense_regions_added", s.ds.regions_added);
+    kv(&b, "dense_closed", s.ds.closed);
     kv(&b, "dense_sizes_graduated", s.ds.graduated);
     kv(&b, "dense_purged_bytes", s.ds.purged_bytes);
     kv(&b, "zone_lock_acquired", s.zs.lock_acquired);

@@ -34,7 +34,7 @@
  * lock held: it is above this lock in the order, and calls nothing up. */
 #include "obj.h"
 
-#define REGION_PAGES 64
+#define REGION_PAGES 128
 #define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
 #define HDR 16                          /* a block's header: size and flags, tag */
 #define LINE 64                         /* blocks are whole lines, each block's data line-aligned */
@@ -69,7 +69,7 @@ static _Atomic uint8_t graduated[DENSE_BUCKETS];
 static _Atomic bool dense_full; /* a region was refused for want of room under the cap */
 /* the report's counters: written under the lock, read without it */
 static _Atomic uint64_t st_allocs, st_frees, st_live_bytes, st_region_bytes, st_regions, st_graduated,
-    st_purged_bytes;
+    st_purged_bytes, st_regions_added;
 
 static inline size_t block_size(const struct block *b) { return b->head & ~(uint64_t)FLAG_BITS; }
 static inline struct block *block_at(const void *a, size_t off) { return (struct block *)((char *)a + off); }
@@ -201,6 +201,7 @@ static bool region_add(void) {
     empty_regions++;
     stat_add(&st_region_bytes, REGION_BYTES);
     stat_add(&st_regions, 1);
+    stat_add(&st_regions_added, 1);
     return true;
 }
 /* The region whose only block is the free block b goes back to the page
@@ -220,10 +221,24 @@ static void region_release(struct block *b) {
 static void debug_check(void);
 
 /* ---- the calls ---- */
+/* The dense heap serves one thread: the first that asks (a program's main
+ * thread, before it starts others).  Once another thread allocates, it
+ * closes for good: a program with threads has a heap per thread, and
+ * their blocks would wait on one lock here.  Its blocks are then given
+ * back as they are freed, their pages purged. */
+static _Atomic uintptr_t served_thread; /* the address of its tl_heap (one per thread), 0: none yet */
+static _Atomic bool closed;
+static bool open_to_caller(void) {
+    if (atomic_load_explicit(&closed, memory_order_relaxed)) return false;
+    uintptr_t me = (uintptr_t)&tl_heap, t = atomic_load_explicit(&served_thread, memory_order_relaxed);
+    if (t == me || (t == 0 && atomic_compare_exchange_strong(&served_thread, &t, me))) return true;
+    atomic_store_explicit(&closed, true, memory_order_relaxed);
+    return false;
+}
 bool dense_wants(size_t n) {
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX &&
            !atomic_load_explicit(&graduated[bucket_of(n)], memory_order_relaxed) &&
-           !atomic_load_explicit(&dense_full, memory_order_relaxed);
+           !atomic_load_explicit(&dense_full, memory_order_relaxed) && open_to_caller();
 }
 
 void *dense_alloc(size_t n) {
@@ -231,7 +246,7 @@ void *dense_alloc(size_t n) {
     unsigned bucket = bucket_of(n);
     void *p = NULL;
     lock_acquire(&dense_lock);
-    if (!atomic_load_explicit(&graduated[bucket], memory_order_relaxed)) {
+    if (!atomic_load_explicit(&graduated[bucket], memory_order_relaxed) && !atomic_load_explicit(&closed, memory_order_relaxed)) {
         struct block *b = fit(need);
         if (!b && region_add()) b = fit(need);
         if (b) {
@@ -304,7 +319,8 @@ enum fault dense_free(const struct span *s, void *p) {
         size += before;
     }
     uintptr_t lo, hi;
-    if (size != REGION_USABLE && atomic_load_explicit(&graduated[bucket], memory_order_relaxed) &&
+    if (size != REGION_USABLE &&
+        (atomic_load_explicit(&graduated[bucket], memory_order_relaxed) || atomic_load_explicit(&closed, memory_order_relaxed)) &&
         purgeable(b, size, &lo, &hi)) {
         /* its size left the dense heap: give the pages back, lock released,
          * the block held in use meanwhile (no neighbour merges with it) */
@@ -329,7 +345,7 @@ enum fault dense_free(const struct span *s, void *p) {
         }
     }
     make_free(b, size);
-    if (is_whole_region(b) && ++empty_regions > 1) {
+    if (is_whole_region(b) && (++empty_regions > 1 || atomic_load_explicit(&closed, memory_order_relaxed))) {
         empty_regions--;
         region_release(b);
     }
@@ -376,6 +392,8 @@ void dense_stats(struct dense_stats *st) {
     st->regions = atomic_load_explicit(&st_regions, memory_order_relaxed);
     st->graduated = atomic_load_explicit(&st_graduated, memory_order_relaxed);
     st->purged_bytes = atomic_load_explicit(&st_purged_bytes, memory_order_relaxed);
+    st->regions_added = atomic_load_explicit(&st_regions_added, memory_order_relaxed);
+    st->closed = atomic_load_explicit(&closed, memory_order_relaxed);
 }
 
 void dense_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "dense", -1, &dense_lock); }

@@ -156,6 +156,8 @@ void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's 
 struct dense_stats {
     uint64_t allocs, frees, live_bytes; /* live_bytes: usable bytes of its live blocks */
     uint64_t region_bytes, regions;     /* what it holds of the page heap */
+    uint64_t regions_added;             /* regions taken from the page heap so far */
+    bool closed;                        /* a second thread allocated: it serves no more */
     uint64_t graduated;                 /* sizes that left it for slabs or the page heap */
     uint64_t purged_bytes;              /* pages of free blocks of those sizes given back */
 };
