@@ -290,7 +290,7 @@ EXPORT void *API(realloc)(void *p, size_t n) {
     }
     struct span *s = NULL, *large = NULL;
     struct huge *h = NULL;
-    size_t usable;
+    size_t usable, n_room = n; /* n_room: what a block that moves is asked for */
     switch (classify(p, &s, &h)) {
     case SMALL: {
         enum fault f = small_check(s, p);
@@ -327,15 +327,20 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         enum fault f;
         usable = dense_usable(s, p, &f);
         if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
-        if ((n <= usable && n > usable / 2) || dense_resize(p, n)) return p;
+        if (n <= usable && n > usable / 2) return p;
+        /* a block that grows takes the room its size class would have (a
+         * slab object grows within its class), so that a buffer grown step
+         * by step moves as seldom as it would from slabs */
+        if (n > usable && n <= SMALL_MAX) n_room = classes[size_class(n)].size;
+        if (dense_resize(p, n_room)) return p;
         break;
     }
     default: not_a_block(CALL_REALLOC, p);
     }
-    /* a block that grows past what the dense heap serves (or out of its
-     * sizes) may grow again: the page heap's growable placement */
-    bool grow = n > usable && n > SMALL_MAX && n <= LARGE_MAX && !dense_wants(n);
-    void *q = grow ? large_block(n, 0, false, true) : API(malloc)(n);
+    /* a block that grows past the slabs' sizes may grow again: the page
+     * heap's growable placement (in place, into the pages after it) */
+    bool grow = n > usable && n > SMALL_MAX && n <= LARGE_MAX;
+    void *q = grow ? large_block(n, 0, false, true) : API(malloc)(n_room);
     if (!q) return NULL;
     memcpy(q, p, n < usable ? n : usable);
     if (grow && large) large_block_free(large, p, true); /* the block a growing realloc leaves */
