@@ -200,8 +200,15 @@ static void large_and_huge(char *small)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+#ifndef FOLIO_TEST_GLIBC
+    /* slabs from the first object (the dense heap's misuse: test_dense) */
+    reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0");
+#else
+    (void)argv;
+#endif
     /* The control: valid calls in a child exit normally and say nothing. */
     {
         void *p = malloc(OPAQUE((size_t)64));

@@ -160,6 +160,9 @@ int main(int argc, char **argv)
      * start: re-execute. */
     reexec_with_env(argv, "FOLIO_PURGE_THREAD", "0");
 #endif
+#ifndef FOLIO_TEST_GLIBC
+    reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0"); /* the slabs' free lists from the first object */
+#endif
     (void)argc;
     (void)argv;
     static const size_t sizes[] = {16, 48, 128, 1000, 4096, 20000};

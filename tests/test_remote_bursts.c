@@ -136,6 +136,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     /* fixed bounds, whatever the environment says */
+    reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0"); /* every object from slabs */
     reexec_with_env(argv, "FOLIO_HEAP_EMPTY_SLABS", "4");
     reexec_with_env(argv, "FOLIO_HEAP_EMPTY_MAX", "16");
     reexec_with_env(argv, "FOLIO_HEAP_BIG_CACHE_KIB", "4096"); /* holds a burst of 40 x 48 KiB */

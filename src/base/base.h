@@ -31,7 +31,7 @@
 #define SMALL_MAX 32768        /* largest size served from slabs */
 #define NCLASSES 72            /* size classes 16 .. 32768 */
 #define LARGE_MAX CHUNK_SIZE   /* largest size served by the page heap; above: huge */
-#define DENSE_MAX 131072       /* largest size the dense heap serves (obj/dense.c) */
+#define DENSE_MAX_BYTES 131072       /* largest size the dense heap serves (obj/dense.c) */
 
 /* ---------------------------------------------------------------- os */
 /* The only module that makes syscalls.  Memory returned by os_reserve is
@@ -321,14 +321,14 @@ static inline void lock_reset(lock_t *l) {
       "class's slabs (a program using a class little then touches no page of its own for it); " \
       "0: every object from its exact class")                                                  \
     X(heap_dense_kib, "FOLIO_HEAP_DENSE_KIB", 16384,                                         \
-      "most KiB of 256 KiB regions the dense heap may hold: blocks of up to 128 KiB of the "   \
-      "sizes the process has used little so far, best fit and merged with their free "       \
-      "neighbours as they are freed, shared by every size (a small program's heap stays "    \
-      "about the size of what it holds); 0: none")                                             \
+      "most KiB of 512 KiB regions the dense heap may hold: blocks of up to 128 KiB of the "   \
+      "sizes the process has used little so far, from its first thread until a second one "  \
+      "allocates, best fit and merged with their free neighbours as they are freed (a small " \
+      "program's heap stays about the size of what it holds); 0: none")                        \
     X(heap_dense_live, "FOLIO_HEAP_DENSE_LIVE", 64,                                            \
       "blocks of one size (a small class, or a page count above 32 KiB) the dense heap holds " \
       "at once, or 16 times that served in all, after which that size comes from slabs or "  \
-      "the page heap for good")                                                                \
+      "the page heap for good (the pages of its freed dense blocks are purged)")               \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

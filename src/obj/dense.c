@@ -5,15 +5,18 @@
  * starting, a compiler's vectors growing through the classes, a tool that
  * reads files of every size) touches a page or more per size class in
  * slabs, and a freed block of one size is reused only by that size.  Here
- * blocks of any size up to DENSE_MAX share 256 KiB regions: a freed block
+ * blocks of any size up to DENSE_MAX_BYTES share 256 KiB regions: a freed block
  * merges with its free neighbours at once, and the smallest free block that
  * fits serves the next request of any size, so a small program's heap stays
  * about as large as what it holds.  A size (a small class, or a page count
- * up to DENSE_MAX) leaves the dense heap for good once it holds
+ * up to DENSE_MAX_BYTES) leaves the dense heap for good once it holds
  * FOLIO_HEAP_DENSE_LIVE blocks at once, or was served 16 times that many:
  * from then on it is a size the program uses much, which its slabs (or the
- * page heap) serve faster and as densely.  The regions come from the page
- * heap; all of them hold at most FOLIO_HEAP_DENSE_KIB.
+ * page heap) serve faster and as densely; the whole pages of its blocks
+ * freed from then on are purged, so that a program whose sizes all left
+ * does not keep its early heap resident.  It serves one thread (below) and
+ * its regions come from the page heap; all of them hold at most
+ * FOLIO_HEAP_DENSE_KIB.
  *
  * Invariants (all under dense_lock):
  *  - a region is a span of kind SPAN_DENSE whose pages all map to it; it
@@ -29,12 +32,16 @@
  *    size (bin_of) and its last word holds its size, for the block after
  *    it to merge with it;
  *  - a block's tag is made a free tag before the block merges into
- *    another, so that no in-use tag outlives its block.
- * The object layer calls the page heap (page_alloc, page_free) with the
- * lock held: it is above this lock in the order, and calls nothing up. */
+ *    another, so that no in-use tag outlives its block;
+ *  - a free block whose pages dense_free purges with the lock released is
+ *    marked in use with PURGE_MARK, on no bin: no neighbour merges with it
+ *    and nothing allocates it meanwhile.
+ * A new region comes from the page heap with the lock held (page_alloc:
+ * its locks are above this one in the order, and it calls nothing up); an
+ * empty one goes back, purged, after the lock is released. */
 #include "obj.h"
 
-#define REGION_PAGES 128
+#define REGION_PAGES 64
 #define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
 #define HDR 16                          /* a block's header: size and flags, tag */
 #define LINE 64                         /* blocks are whole lines, each block's data line-aligned */
@@ -48,8 +55,8 @@
 #define FREE_MARK ((uint64_t)0xf2ee)
 #define PURGE_MARK ((uint64_t)0x9a6e) /* in use by dense_free while it purges the block's pages */
 #define BUCKET_SHIFT 56
-#define DENSE_BUCKETS (NCLASSES + DENSE_MAX / PAGE_SIZE - SMALL_MAX / PAGE_SIZE)
-_Static_assert(DENSE_MAX + HDR <= REGION_USABLE, "a region holds the largest block");
+#define DENSE_BUCKETS (NCLASSES + DENSE_MAX_BYTES / PAGE_SIZE - SMALL_MAX / PAGE_SIZE)
+_Static_assert(DENSE_MAX_BYTES + HDR <= REGION_USABLE, "a region holds the largest block");
 
 struct block {
     uint64_t head; /* size | CINUSE | PINUSE */
@@ -58,18 +65,18 @@ struct block {
 };
 
 static FORK_STATE lock_t dense_lock = LOCK_INIT(LOCK_RANK_DENSE);
-static struct block *bins[NBINS];
-static uint64_t binmap[(NBINS + 63) / 64];
-static struct span *regions;  /* every region, through span->next/prev */
-static uint32_t empty_regions; /* regions that are one free block (kept: at most one) */
+static struct block *dense_bins[NBINS];
+static uint64_t dense_binmap[(NBINS + 63) / 64];
+static struct span *dense_regions;  /* every region, through span->next/prev */
+static uint32_t dense_empty_regions; /* dense_regions that are one free block (kept: at most one) */
 /* per bucket: blocks in use and blocks served; graduated is read without
  * the lock by dense_wants */
-static uint32_t live_of[DENSE_BUCKETS], served_of[DENSE_BUCKETS];
-static _Atomic uint8_t graduated[DENSE_BUCKETS];
+static uint32_t dense_live_of[DENSE_BUCKETS], dense_served_of[DENSE_BUCKETS];
+static _Atomic uint8_t dense_graduated[DENSE_BUCKETS];
 static _Atomic bool dense_full; /* a region was refused for want of room under the cap */
 /* the report's counters: written under the lock, read without it */
-static _Atomic uint64_t st_allocs, st_frees, st_live_bytes, st_region_bytes, st_regions, st_graduated,
-    st_purged_bytes, st_regions_added;
+static _Atomic uint64_t dense_st_allocs, dense_st_frees, dense_st_live_bytes, dense_st_region_bytes, dense_st_regions, dense_st_graduated,
+    dense_st_purged_bytes, dense_st_regions_added;
 
 static inline size_t block_size(const struct block *b) { return b->head & ~(uint64_t)FLAG_BITS; }
 static inline struct block *block_at(const void *a, size_t off) { return (struct block *)((char *)a + off); }
@@ -101,25 +108,25 @@ static unsigned bin_of(size_t size) {
 }
 
 /* ---- bins ---- */
-static void bin_insert(struct block *b, size_t size) {
+static void bins_insert(struct block *b, size_t size) {
     unsigned i = bin_of(size);
     b->prev = NULL;
-    b->next = bins[i];
-    if (bins[i]) bins[i]->prev = b;
-    bins[i] = b;
-    binmap[i / 64] |= (uint64_t)1 << (i % 64);
+    b->next = dense_bins[i];
+    if (dense_bins[i]) dense_bins[i]->prev = b;
+    dense_bins[i] = b;
+    dense_binmap[i / 64] |= (uint64_t)1 << (i % 64);
 }
-static void bin_remove(struct block *b) {
+static void bins_remove(struct block *b) {
     unsigned i = bin_of(block_size(b));
     if (b->prev) b->prev->next = b->next;
-    else bins[i] = b->next;
+    else dense_bins[i] = b->next;
     if (b->next) b->next->prev = b->prev;
-    if (!bins[i]) binmap[i / 64] &= ~((uint64_t)1 << (i % 64));
+    if (!dense_bins[i]) dense_binmap[i / 64] &= ~((uint64_t)1 << (i % 64));
 }
 /* the first non-empty bin from i on, or NBINS */
-static unsigned bin_next(unsigned i) {
+static unsigned bins_next(unsigned i) {
     for (unsigned w = i / 64; w < (NBINS + 63) / 64; w++) {
-        uint64_t m = binmap[w] & (w == i / 64 ? ~(uint64_t)0 << (i % 64) : ~(uint64_t)0);
+        uint64_t m = dense_binmap[w] & (w == i / 64 ? ~(uint64_t)0 << (i % 64) : ~(uint64_t)0);
         if (m) return w * 64 + (unsigned)__builtin_ctzll(m);
     }
     return NBINS;
@@ -127,11 +134,11 @@ static unsigned bin_next(unsigned i) {
 /* The smallest free block of at least need bytes among the first few of
  * the bins that may hold one (need's own: a best fit; then the next
  * non-empty one, whose blocks all fit), or NULL. */
-static struct block *fit(size_t need) {
-    for (unsigned i = bin_next(bin_of(need)); i < NBINS; i = bin_next(i + 1)) {
+static struct block *best_block(size_t need) {
+    for (unsigned i = bins_next(bin_of(need)); i < NBINS; i = bins_next(i + 1)) {
         struct block *best = NULL;
         int look = 8;
-        for (struct block *b = bins[i]; b && look-- > 0; b = b->next) {
+        for (struct block *b = dense_bins[i]; b && look-- > 0; b = b->next) {
             size_t s = block_size(b);
             if (s < need || (best && s >= block_size(best))) continue;
             best = b;
@@ -145,42 +152,42 @@ static struct block *fit(size_t need) {
 /* ---- blocks ---- */
 /* b (size bytes, its neighbours not free) becomes a free block on its bin;
  * the block before it is in use */
-static void make_free(struct block *b, size_t size) {
+static void block_make_free(struct block *b, size_t size) {
     b->head = size | PINUSE;
     b->tag = tag_base(b, size) ^ FREE_MARK;
     set_footer(b, size);
     struct block *after = block_at(b, size);
     after->head &= ~(uint64_t)PINUSE;
-    bin_insert(b, size);
+    bins_insert(b, size);
 }
 /* b (free, off its bin) serves need bytes for bucket: the rest, if a block
  * of its own, stays free behind it */
-static void *take(struct block *b, size_t need, unsigned bucket) {
+static void *block_take_for(struct block *b, size_t need, unsigned bucket) {
     size_t size = block_size(b);
     uint64_t pinuse = b->head & PINUSE;
     if (size - need >= MIN_BLOCK) {
-        make_free(block_at(b, need), size - need);
+        block_make_free(block_at(b, need), size - need);
         size = need;
     } else {
         block_at(b, size)->head |= PINUSE;
     }
     b->head = size | CINUSE | pinuse;
     b->tag = tag_base(b, size) ^ ((uint64_t)bucket << BUCKET_SHIFT);
-    stat_add(&st_live_bytes, size - HDR);
+    stat_add(&dense_st_live_bytes, size - HDR);
     return (char *)b + HDR;
 }
-static bool is_whole_region(const struct block *b) { return block_size(b) == REGION_USABLE; }
+static bool block_is_region(const struct block *b) { return block_size(b) == REGION_USABLE; }
 /* The whole pages of the free block b (size bytes) past its header and
  * links and before its last word: [*lo, *hi); false: none. */
-static bool purgeable(const struct block *b, size_t size, uintptr_t *lo, uintptr_t *hi) {
+static bool block_purgeable(const struct block *b, size_t size, uintptr_t *lo, uintptr_t *hi) {
     *lo = ((uintptr_t)b + MIN_BLOCK + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
     *hi = ((uintptr_t)b + size - 8) & ~(uintptr_t)(PAGE_SIZE - 1);
     return *hi > *lo;
 }
 
 /* A new region as one free block (lock held), or false. */
-static bool region_add(void) {
-    uint64_t have = atomic_load_explicit(&st_region_bytes, memory_order_relaxed);
+static bool region_grow(void) {
+    uint64_t have = atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed);
     if (have + REGION_BYTES > (uint64_t)opt.heap_dense_kib << 10) {
         atomic_store_explicit(&dense_full, true, memory_order_relaxed);
         return false;
@@ -192,29 +199,37 @@ static bool region_add(void) {
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_DENSE, __ATOMIC_RELEASE);
     span_map_pages(s, s, s->page_idx, s->npages);
-    span_list_push(&regions, s);
+    span_list_push(&dense_regions, s);
     struct block *fence = block_at(s->start, FIRST + REGION_USABLE);
     fence->head = CINUSE;
     fence->tag = 0;
     struct block *b = block_at(s->start, FIRST);
-    make_free(b, REGION_USABLE);
-    empty_regions++;
-    stat_add(&st_region_bytes, REGION_BYTES);
-    stat_add(&st_regions, 1);
-    stat_add(&st_regions_added, 1);
+    block_make_free(b, REGION_USABLE);
+    dense_empty_regions++;
+    stat_add(&dense_st_region_bytes, REGION_BYTES);
+    stat_add(&dense_st_regions, 1);
+    stat_add(&dense_st_regions_added, 1);
     return true;
 }
-/* The region whose only block is the free block b goes back to the page
- * heap (lock held). */
-static void region_release(struct block *b) {
+/* The region whose only block is the free block b leaves the dense heap
+ * (lock held); the caller gives it to region_give_back once it released
+ * the lock. */
+static struct span *region_take_out(struct block *b) {
     struct span *s = span_lookup((uintptr_t)b);
-    bin_remove(b);
-    span_list_remove(&regions, s);
+    bins_remove(b);
+    span_list_remove(&dense_regions, s);
     span_set_kind(s, SPAN_TAKEN);
     span_map_pages(s, NULL, s->page_idx, s->npages);
-    stat_add(&st_region_bytes, -(uint64_t)REGION_BYTES);
-    stat_add(&st_regions, (uint64_t)-1);
+    stat_add(&dense_st_region_bytes, -(uint64_t)REGION_BYTES);
+    stat_add(&dense_st_regions, (uint64_t)-1);
     atomic_store_explicit(&dense_full, false, memory_order_relaxed);
+    return s;
+}
+/* Its pages purged (zero then: a calloc of them clears nothing), to the
+ * page heap (no lock held). */
+static void region_give_back(struct span *s) {
+    os_purge(s->start, REGION_BYTES);
+    s->flags = SPAN_ZEROED;
     page_free(s);
 }
 
@@ -226,18 +241,18 @@ static void debug_check(void);
  * closes for good: a program with threads has a heap per thread, and
  * their blocks would wait on one lock here.  Its blocks are then given
  * back as they are freed, their pages purged. */
-static _Atomic uintptr_t served_thread; /* the address of its tl_heap (one per thread), 0: none yet */
-static _Atomic bool closed;
+static _Atomic uintptr_t dense_served_thread; /* the address of its tl_heap (one per thread), 0: none yet */
+static _Atomic bool dense_closed;
 static bool open_to_caller(void) {
-    if (atomic_load_explicit(&closed, memory_order_relaxed)) return false;
-    uintptr_t me = (uintptr_t)&tl_heap, t = atomic_load_explicit(&served_thread, memory_order_relaxed);
-    if (t == me || (t == 0 && atomic_compare_exchange_strong(&served_thread, &t, me))) return true;
-    atomic_store_explicit(&closed, true, memory_order_relaxed);
+    if (atomic_load_explicit(&dense_closed, memory_order_relaxed)) return false;
+    uintptr_t me = (uintptr_t)&tl_heap, t = atomic_load_explicit(&dense_served_thread, memory_order_relaxed);
+    if (t == me || (t == 0 && atomic_compare_exchange_strong(&dense_served_thread, &t, me))) return true;
+    atomic_store_explicit(&dense_closed, true, memory_order_relaxed);
     return false;
 }
 bool dense_wants(size_t n) {
-    return opt.heap_dense_kib > 0 && n <= DENSE_MAX &&
-           !atomic_load_explicit(&graduated[bucket_of(n)], memory_order_relaxed) &&
+    return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES &&
+           !atomic_load_explicit(&dense_graduated[bucket_of(n)], memory_order_relaxed) &&
            !atomic_load_explicit(&dense_full, memory_order_relaxed) && open_to_caller();
 }
 
@@ -246,21 +261,21 @@ void *dense_alloc(size_t n) {
     unsigned bucket = bucket_of(n);
     void *p = NULL;
     lock_acquire(&dense_lock);
-    if (!atomic_load_explicit(&graduated[bucket], memory_order_relaxed) && !atomic_load_explicit(&closed, memory_order_relaxed)) {
-        struct block *b = fit(need);
-        if (!b && region_add()) b = fit(need);
+    if (!atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) && !atomic_load_explicit(&dense_closed, memory_order_relaxed)) {
+        struct block *b = best_block(need);
+        if (!b && region_grow()) b = best_block(need);
         if (b) {
-            bin_remove(b);
-            if (is_whole_region(b)) empty_regions--;
-            p = take(b, need, bucket);
-            live_of[bucket]++;
-            served_of[bucket]++;
-            if (live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
-                served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live) {
-                atomic_store_explicit(&graduated[bucket], 1, memory_order_relaxed);
-                stat_add(&st_graduated, 1);
+            bins_remove(b);
+            if (block_is_region(b)) dense_empty_regions--;
+            p = block_take_for(b, need, bucket);
+            dense_live_of[bucket]++;
+            dense_served_of[bucket]++;
+            if (dense_live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
+                dense_served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live) {
+                atomic_store_explicit(&dense_graduated[bucket], 1, memory_order_relaxed);
+                stat_add(&dense_st_graduated, 1);
             }
-            stat_add(&st_allocs, 1);
+            stat_add(&dense_st_allocs, 1);
         }
     }
     debug_check();
@@ -270,7 +285,7 @@ void *dense_alloc(size_t n) {
 
 /* What p, a pointer into the dense region s, is: a live block's start, a
  * freed one's, or neither (lock held).  *bucket: a live block's. */
-static enum fault check_ptr(const struct span *s, const void *p, unsigned *bucket) {
+static enum fault block_check(const struct span *s, const void *p, unsigned *bucket) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->start;
     if ((a & (LINE - 1)) || a < lo + LINE || a > lo + REGION_BYTES - LINE) return FAULT_INVALID;
     const struct block *b = (const struct block *)(a - HDR);
@@ -287,7 +302,7 @@ static enum fault check_ptr(const struct span *s, const void *p, unsigned *bucke
 size_t dense_usable(const struct span *s, const void *p, enum fault *f) {
     unsigned bucket;
     lock_acquire(&dense_lock);
-    *f = check_ptr(s, p, &bucket);
+    *f = block_check(s, p, &bucket);
     size_t n = *f ? 0 : block_size(block_of(p)) - HDR;
     lock_release(&dense_lock);
     return n;
@@ -296,61 +311,55 @@ size_t dense_usable(const struct span *s, const void *p, enum fault *f) {
 enum fault dense_free(const struct span *s, void *p) {
     unsigned bucket;
     lock_acquire(&dense_lock);
-    enum fault f = check_ptr(s, p, &bucket);
+    enum fault f = block_check(s, p, &bucket);
     if (f) {
         lock_release(&dense_lock);
         return f;
     }
     struct block *b = block_of(p);
     size_t size = block_size(b);
-    live_of[bucket]--;
-    stat_add(&st_frees, 1);
-    stat_add(&st_live_bytes, -(uint64_t)(size - HDR));
+    dense_live_of[bucket]--;
+    stat_add(&dense_st_frees, 1);
+    stat_add(&dense_st_live_bytes, -(uint64_t)(size - HDR));
     b->tag = tag_base(b, size) ^ FREE_MARK; /* before it merges: no in-use tag outlives it */
-    struct block *after = block_at(b, size);
-    if (!(after->head & CINUSE)) {
-        bin_remove(after);
-        size += block_size(after);
-    }
-    if (!(b->head & PINUSE)) {
-        size_t before = *(const uint64_t *)((const char *)b - 8);
-        b = (struct block *)((char *)b - before);
-        bin_remove(b);
-        size += before;
-    }
-    uintptr_t lo, hi;
-    if (size != REGION_USABLE &&
-        (atomic_load_explicit(&graduated[bucket], memory_order_relaxed) || atomic_load_explicit(&closed, memory_order_relaxed)) &&
-        purgeable(b, size, &lo, &hi)) {
-        /* its size left the dense heap: give the pages back, lock released,
-         * the block held in use meanwhile (no neighbour merges with it) */
+    for (bool purged = false;;) {
+        struct block *after = block_at(b, size);
+        if (!(after->head & CINUSE)) {
+            bins_remove(after);
+            size += block_size(after);
+        }
+        if (!(b->head & PINUSE)) {
+            size_t before = *(const uint64_t *)((const char *)b - 8);
+            b = (struct block *)((char *)b - before);
+            bins_remove(b);
+            size += before;
+        }
+        uintptr_t lo, hi;
+        if (purged || size == REGION_USABLE || !atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) ||
+            !block_purgeable(b, size, &lo, &hi))
+            break;
+        /* its size left the dense heap: its pages go back to the kernel,
+         * the lock released and the block held in use meanwhile; then it
+         * merges with the neighbours freed meanwhile */
         b->head = size | CINUSE | PINUSE;
         b->tag = tag_base(b, size) ^ PURGE_MARK;
         block_at(b, size)->head |= PINUSE;
         lock_release(&dense_lock);
         os_purge((void *)lo, hi - lo);
         lock_acquire(&dense_lock);
-        stat_add(&st_purged_bytes, hi - lo);
+        stat_add(&dense_st_purged_bytes, hi - lo);
         b->tag = tag_base(b, size) ^ FREE_MARK;
-        after = block_at(b, size); /* neighbours freed meanwhile */
-        if (!(after->head & CINUSE)) {
-            bin_remove(after);
-            size += block_size(after);
-        }
-        if (!(b->head & PINUSE)) {
-            size_t before = *(const uint64_t *)((const char *)b - 8);
-            b = (struct block *)((char *)b - before);
-            bin_remove(b);
-            size += before;
-        }
+        purged = true;
     }
-    make_free(b, size);
-    if (is_whole_region(b) && (++empty_regions > 1 || atomic_load_explicit(&closed, memory_order_relaxed))) {
-        empty_regions--;
-        region_release(b);
+    block_make_free(b, size);
+    struct span *empty = NULL;
+    if (block_is_region(b) && (++dense_empty_regions > 1 || atomic_load_explicit(&dense_closed, memory_order_relaxed))) {
+        dense_empty_regions--;
+        empty = region_take_out(b);
     }
     debug_check();
     lock_release(&dense_lock);
+    if (empty) region_give_back(empty);
     return FAULT_NONE;
 }
 
@@ -358,7 +367,7 @@ enum fault dense_free(const struct span *s, void *p) {
  * giving back its tail or taking the free block after it; false: it
  * cannot, and is unchanged. */
 bool dense_resize(void *p, size_t n) {
-    if (n > DENSE_MAX) return false;
+    if (n > DENSE_MAX_BYTES) return false;
     size_t need = need_of(n);
     struct block *b = block_of(p);
     bool done = false;
@@ -369,14 +378,14 @@ bool dense_resize(void *p, size_t n) {
     size_t room = size + ((after->head & CINUSE) ? 0 : block_size(after));
     if (need <= room && (need >= size || size - need >= MIN_BLOCK)) {
         if (!(after->head & CINUSE)) {
-            bin_remove(after);
-            if (is_whole_region(after)) empty_regions--;
+            bins_remove(after);
+            if (block_is_region(after)) dense_empty_regions--;
             after->tag = 0;
         }
-        stat_add(&st_live_bytes, -(uint64_t)(size - HDR));
+        stat_add(&dense_st_live_bytes, -(uint64_t)(size - HDR));
         b->head = room | (b->head & (PINUSE | CINUSE));
         if (room != size) block_at(b, room)->head |= PINUSE;
-        take(b, need, bucket); /* the tail past need, if a block's worth, free again */
+        block_take_for(b, need, bucket); /* the tail past need, if a block's worth, free again */
         done = true;
     }
     debug_check();
@@ -385,15 +394,15 @@ bool dense_resize(void *p, size_t n) {
 }
 
 void dense_stats(struct dense_stats *st) {
-    st->allocs = atomic_load_explicit(&st_allocs, memory_order_relaxed);
-    st->frees = atomic_load_explicit(&st_frees, memory_order_relaxed);
-    st->live_bytes = atomic_load_explicit(&st_live_bytes, memory_order_relaxed);
-    st->region_bytes = atomic_load_explicit(&st_region_bytes, memory_order_relaxed);
-    st->regions = atomic_load_explicit(&st_regions, memory_order_relaxed);
-    st->graduated = atomic_load_explicit(&st_graduated, memory_order_relaxed);
-    st->purged_bytes = atomic_load_explicit(&st_purged_bytes, memory_order_relaxed);
-    st->regions_added = atomic_load_explicit(&st_regions_added, memory_order_relaxed);
-    st->closed = atomic_load_explicit(&closed, memory_order_relaxed);
+    st->allocs = atomic_load_explicit(&dense_st_allocs, memory_order_relaxed);
+    st->frees = atomic_load_explicit(&dense_st_frees, memory_order_relaxed);
+    st->live_bytes = atomic_load_explicit(&dense_st_live_bytes, memory_order_relaxed);
+    st->region_bytes = atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed);
+    st->regions = atomic_load_explicit(&dense_st_regions, memory_order_relaxed);
+    st->graduated = atomic_load_explicit(&dense_st_graduated, memory_order_relaxed);
+    st->purged_bytes = atomic_load_explicit(&dense_st_purged_bytes, memory_order_relaxed);
+    st->regions_added = atomic_load_explicit(&dense_st_regions_added, memory_order_relaxed);
+    st->closed = atomic_load_explicit(&dense_closed, memory_order_relaxed);
 }
 
 void dense_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "dense", -1, &dense_lock); }
@@ -408,7 +417,7 @@ size_t dense_check_locked(void) {
     size_t bad = 0, free_blocks = 0, on_bins = 0;
     uint32_t empty = 0;
     uint64_t live = 0;
-    for (const struct span *s = regions; s; s = s->next) {
+    for (const struct span *s = dense_regions; s; s = s->next) {
         bad += span_kind(s) != SPAN_DENSE || span_lookup((uintptr_t)s->start + REGION_BYTES - 1) != s;
         const char *end = s->start + FIRST + REGION_USABLE;
         bool prev_used = true, prev_free = false;
@@ -437,14 +446,14 @@ size_t dense_check_locked(void) {
         bad += (const char *)b != end || !(b->head & CINUSE) || !(b->head & PINUSE) != !prev_used;
     }
     for (unsigned i = 0; i < NBINS; i++) {
-        bad += !bins[i] != !(binmap[i / 64] & ((uint64_t)1 << (i % 64)));
-        for (const struct block *b = bins[i]; b; b = b->next) {
+        bad += !dense_bins[i] != !(dense_binmap[i / 64] & ((uint64_t)1 << (i % 64)));
+        for (const struct block *b = dense_bins[i]; b; b = b->next) {
             if (++on_bins > free_blocks) return bad + 1;
             bad += (b->head & CINUSE) || bin_of(block_size(b)) != i || (b->next && b->next->prev != b);
         }
     }
-    return bad + (on_bins != free_blocks) + (empty != empty_regions) + (empty > 1) +
-           (live != atomic_load_explicit(&st_live_bytes, memory_order_relaxed));
+    return bad + (on_bins != free_blocks) + (empty != dense_empty_regions) + (empty > 1) +
+           (live != atomic_load_explicit(&dense_st_live_bytes, memory_order_relaxed));
 }
 size_t dense_check(void) {
     lock_acquire(&dense_lock);
@@ -456,7 +465,7 @@ size_t dense_check(void) {
 /* debug builds: every 64th call checks every invariant above */
 static void debug_check(void) {
     static uint32_t n;
-    if (++n % 64 == 0 && dense_check_locked()) os_fatal_ptr("dense heap invariant broken, regions at", regions);
+    if (++n % 64 == 0 && dense_check_locked()) os_fatal_ptr("dense heap invariant broken, dense_regions at", dense_regions);
 }
 #else
 static void debug_check(void) {}

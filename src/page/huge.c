@@ -792,8 +792,14 @@ void *huge_realloc(struct huge *h, void *p, size_t n) {
 
 /* Purge cached ranges free for longer than the delay (all: every one);
  * their address space stays.  Returns the bytes purged. */
+static __attribute__((noinline)) size_t huge_purge_shards(bool all);
 size_t huge_purge(bool all) {
+    /* (the test every tick makes, apart: a process without huge blocks
+     * runs none of the rest) */
     if (!atomic_load_explicit(&shards_in_use, memory_order_relaxed)) return 0; /* no shard's pages read */
+    return huge_purge_shards(all);
+}
+static size_t huge_purge_shards(bool all) {
     uint64_t now = os_now_ms();
     size_t done = 0;
     /* every slot's block first (it may be any shard's): back if still

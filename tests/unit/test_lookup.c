@@ -35,6 +35,7 @@ int main(int argc, char **argv) {
     }
     folio_init();
     EXPECT(opt.arena_mib == 8, "FOLIO_ARENA_MIB is %ld, want 8", opt.arena_mib);
+    opt.heap_dense_kib = 0; /* slabs and the page heap from the first block (no dense heap) */
 
     /* arena pointers: a slab object and a large block */
     char *small = malloc(100), *large = malloc(100000);

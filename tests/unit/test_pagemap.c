@@ -10,6 +10,7 @@
 
 int main(void) {
     folio_init();
+    opt.heap_dense_kib = 0; /* slabs and the page heap from the first block (no dense heap) */
     /* addresses in a range folio never maps: near the top of the user half */
     uintptr_t base = (uintptr_t)0x7f0000000000ull;
     for (int i = 0; i < 64; i++) {

@@ -26,6 +26,7 @@ static bool mapped(const void *p) {
 
 int main(void) {
     folio_init();
+    opt.heap_dense_kib = 0; /* slabs and the page heap from the first block (no dense heap) */
     pageset_hold_decay();
     struct span *s[NCH];
     struct chunk *meta[NCH];

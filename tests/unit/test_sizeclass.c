@@ -17,6 +17,7 @@
 
 int main(void) {
     folio_init();
+    opt.heap_dense_kib = 0; /* slabs and the page heap from the first block (no dense heap) */
     for (size_t n = 1; n <= SMALL_MAX; n++) {
         unsigned c = size_class(n);
         EXPECT_ALL(c < NCLASSES, "class of %zu out of range", n);
