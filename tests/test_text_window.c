@@ -69,6 +69,12 @@ static void common_paths(void)
         CHECK(p[i] != NULL, "malloc(%zu)", n);
         memset(p[i], 1, n < 64 ? n : 64);
     }
+    /* callocs before the frees: a calloc of recycled pages runs the clearing
+     * engine (clear_hint and its calibration: text of its own, as huge
+     * blocks have), which whether the pages are recycled depends on where
+     * the heap put them */
+    void *c = calloc(1000, 8), *cbig = calloc(1, 256 * 1024), *a = NULL;
+    CHECK(c && cbig, "calloc");
     for (int i = 0; i < OBJECTS; i += 2) {
         free(p[i]);
         p[i] = NULL;
@@ -80,8 +86,6 @@ static void common_paths(void)
         ((char *)g)[n - 1] = 1;
     }
     free(g);
-    void *c = calloc(1000, 8), *cbig = calloc(1, 256 * 1024), *a = NULL;
-    CHECK(c && cbig, "calloc");
     CHECK(posix_memalign(&a, 64, 1000) == 0, "posix_memalign");
     void *al = aligned_alloc(4096, 8192);
     CHECK(al != NULL, "aligned_alloc");
