@@ -236,17 +236,17 @@ static void region_give_back(struct span *s) {
 static void debug_check(void);
 
 /* ---- the calls ---- */
-/* The dense heap serves one thread: the first that asks (a program's main
- * thread, before it starts others).  Once another thread allocates, it
- * closes for good: a program with threads has a heap per thread, and
- * their blocks would wait on one lock here.  Its blocks are then given
- * back as they are freed, their pages purged. */
-static _Atomic uintptr_t dense_served_thread; /* the address of its tl_heap (one per thread), 0: none yet */
+/* The dense heap serves one thread: the process's first (its pid's), the
+ * one a program allocates from before it starts others.  Once another
+ * thread allocates, it closes for good: a program with threads has a heap
+ * per thread, and their blocks would wait on one lock here.  Its blocks
+ * are then given back as they are freed. */
+static __thread uint8_t dense_thread_is; /* 0: not asked yet, 1: the first thread, 2: another */
 static _Atomic bool dense_closed;
 static bool open_to_caller(void) {
     if (atomic_load_explicit(&dense_closed, memory_order_relaxed)) return false;
-    uintptr_t me = (uintptr_t)&tl_heap, t = atomic_load_explicit(&dense_served_thread, memory_order_relaxed);
-    if (t == me || (t == 0 && atomic_compare_exchange_strong(&dense_served_thread, &t, me))) return true;
+    if (!dense_thread_is) dense_thread_is = os_gettid() == os_getpid() ? 1 : 2;
+    if (dense_thread_is == 1) return true;
     atomic_store_explicit(&dense_closed, true, memory_order_relaxed);
     return false;
 }
