@@ -321,7 +321,7 @@ static inline void lock_reset(lock_t *l) {
       "class's slabs (a program using a class little then touches no page of its own for it); " \
       "0: every object from its exact class")                                                  \
     X(heap_dense_kib, "FOLIO_HEAP_DENSE_KIB", 16384,                                         \
-      "most KiB of 512 KiB regions the dense heap may hold: blocks of up to 128 KiB of the "   \
+      "most KiB of 256 KiB regions the dense heap may hold: blocks of up to 128 KiB of the "   \
       "sizes the process has used little so far, from its first thread until a second one "  \
       "allocates, best fit and merged with their free neighbours as they are freed (a small " \
       "program's heap stays about the size of what it holds); 0: none")                        \
