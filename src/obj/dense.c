@@ -54,6 +54,10 @@
 #define NBINS 100
 #define FREE_MARK ((uint64_t)0xf2ee)
 #define PURGE_MARK ((uint64_t)0x9a6e) /* in use by dense_free while it purges the block's pages */
+/* a dense heap this large purges the pages its graduated sizes free; a
+ * smaller one keeps them for its other sizes (a purge there is a fault
+ * later) */
+#define PURGE_FROM_BYTES ((uint64_t)2 << 20)
 #define BUCKET_SHIFT 56
 #define DENSE_BUCKETS (NCLASSES + DENSE_MAX_BYTES / PAGE_SIZE - SMALL_MAX / PAGE_SIZE)
 _Static_assert(DENSE_MAX_BYTES + HDR <= REGION_USABLE, "a region holds the largest block");
@@ -336,6 +340,7 @@ enum fault dense_free(const struct span *s, void *p) {
         }
         uintptr_t lo, hi;
         if (purged || size == REGION_USABLE || !atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) ||
+            atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed) < PURGE_FROM_BYTES ||
             !block_purgeable(b, size, &lo, &hi))
             break;
         /* its size left the dense heap: its pages go back to the kernel,
