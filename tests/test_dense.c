@@ -18,7 +18,9 @@
  * 5. A size used much leaves: FOLIO_HEAP_DENSE_LIVE (64) live blocks of one
  *    size, then the next comes from a slab (dense_allocs stops; the report
  *    counts the size graduated).
- * 6. A second thread that allocates closes it: its blocks come from its own
+ * 6. Another thread that only frees the first thread's blocks, while the
+ *    first allocates and frees its own; then a second thread that
+ *    allocates closes it: its blocks come from its own
  *    heap, the first thread's next ones too; the dense blocks are freed by
  *    either thread, and once all are, its regions are back in the page
  *    heap (when no other block of the program's is left in them).
@@ -208,6 +210,41 @@ static void graduation(void)
         free(p[i]);
 }
 
+/* 6a. Another thread that only frees: the first thread's blocks, freed
+ * there while this one goes on allocating and freeing its own (the lock,
+ * the merges, the purges with the lock released). */
+enum { FREED_ELSEWHERE = 512 };
+static void *freeing_thread(void *arg)
+{
+    unsigned char **blocks = arg;
+    for (int i = 0; i < FREED_ELSEWHERE; i++) {
+        CHECK(blocks[i][0] == (unsigned char)i, "block %d changed before its free", i);
+        free(blocks[i]);
+    }
+    return NULL;
+}
+
+static void frees_elsewhere(void)
+{
+    static unsigned char *blocks[FREED_ELSEWHERE];
+    for (int i = 0; i < FREED_ELSEWHERE; i++) {
+        blocks[i] = malloc(OPAQUE(16 + (size_t)(i * 97) % 20000));
+        CHECK(blocks[i] != NULL, "malloc");
+        blocks[i][0] = (unsigned char)i;
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, freeing_thread, blocks) == 0, "pthread_create");
+    for (int i = 0; i < 4000; i++) { /* meanwhile, this thread's own */
+        size_t n = 16 + (size_t)(i * 131) % 30000;
+        unsigned char *q = malloc(OPAQUE(n));
+        CHECK(q != NULL, "malloc");
+        memset(q, 0x77, n);
+        CHECK(q[n - 1] == 0x77, "own block");
+        free(q);
+    }
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+}
+
 static void *other_thread(void *arg)
 {
     void **blocks = arg;
@@ -274,6 +311,7 @@ int main(int argc, char **argv)
     realloc_and_calloc();
     misuse();
     graduation();
+    frees_elsewhere();
     second_thread();
     printf("dense heap: ok\n");
     fflush(stdout);
