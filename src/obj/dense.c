@@ -247,12 +247,29 @@ static void debug_check(void);
  * are then given back as they are freed. */
 static __thread uint8_t dense_thread_is; /* 0: not asked yet, 1: the first thread, 2: another */
 static _Atomic bool dense_closed;
+static void close_for_good(void);
 static bool open_to_caller(void) {
     if (atomic_load_explicit(&dense_closed, memory_order_relaxed)) return false;
     if (!dense_thread_is) dense_thread_is = os_gettid() == os_getpid() ? 1 : 2;
     if (dense_thread_is == 1) return true;
-    atomic_store_explicit(&dense_closed, true, memory_order_relaxed);
+    if (!atomic_exchange_explicit(&dense_closed, true, memory_order_relaxed)) close_for_good();
     return false;
+}
+/* The region kept empty for the next blocks goes back now (no lock held
+ * by the caller: a malloc's slow path). */
+static void close_for_good(void) {
+    struct span *empty = NULL;
+    lock_acquire(&dense_lock);
+    for (struct span *s = dense_regions; s; s = s->next) {
+        struct block *b = block_at(s->start, FIRST);
+        if (!(b->head & CINUSE) && block_is_region(b)) {
+            dense_empty_regions--;
+            empty = region_take_out(b);
+            break; /* (at most one is kept) */
+        }
+    }
+    lock_release(&dense_lock);
+    if (empty) region_give_back(empty);
 }
 bool dense_wants(size_t n) {
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES &&
