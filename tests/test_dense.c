@@ -198,9 +198,9 @@ static void graduation(void)
     static void *p[LIVE + 8];
     uint64_t before = report_u64("dense_allocs"), grads = report_u64("dense_sizes_graduated");
     for (int i = 0; i < LIVE + 8; i++) {
-        p[i] = malloc(OPAQUE(2900)); /* a size not used before */
-        CHECK(p[i] != NULL, "malloc(2900)");
-        memset(p[i], 1, 2900);
+        p[i] = malloc(OPAQUE(200)); /* a size not used much before (64 x 208 B: under 128 KiB) */
+        CHECK(p[i] != NULL, "malloc(200)");
+        memset(p[i], 1, 200);
     }
     uint64_t served = report_u64("dense_allocs") - before;
     CHECK(served == LIVE, "%llu of %d blocks of one size from the dense heap, want %d",

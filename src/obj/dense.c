@@ -10,7 +10,8 @@
  * fits serves the next request of any size, so a small program's heap stays
  * about as large as what it holds.  A size (a small class, or a page count
  * up to DENSE_MAX_BYTES) leaves the dense heap for good once it holds
- * FOLIO_HEAP_DENSE_LIVE blocks at once, or was served 16 times that many:
+ * FOLIO_HEAP_DENSE_LIVE blocks at once, or that many times 2 KiB of them,
+ * or was served 16 times that many:
  * from then on it is a size the program uses much, which its slabs (or the
  * page heap) serve faster and as densely; the whole pages of its blocks
  * freed from then on are purged, so that a program whose sizes all left
@@ -102,6 +103,11 @@ static size_t need_of(size_t n) { return (n + HDR + LINE - 1) & ~(size_t)(LINE -
 static unsigned bucket_of(size_t n) {
     if (n <= SMALL_MAX) return class_of_small[(n + 15) >> 4];
     return NCLASSES + (unsigned)((n + PAGE_SIZE - 1) >> PAGE_SHIFT) - SMALL_MAX / PAGE_SIZE - 1;
+}
+/* a bucket's blocks' size (its class's, or its page count's) */
+static size_t bucket_bytes(unsigned bucket) {
+    if (bucket < NCLASSES) return classes[bucket].size;
+    return (size_t)(bucket - NCLASSES + SMALL_MAX / PAGE_SIZE + 1) << PAGE_SHIFT;
 }
 /* exact bins of 16 bytes below 1 KiB, then four per power of two */
 static unsigned bin_of(size_t size) {
@@ -292,6 +298,7 @@ void *dense_alloc(size_t n) {
             dense_live_of[bucket]++;
             dense_served_of[bucket]++;
             if (dense_live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
+                (uint64_t)dense_live_of[bucket] * bucket_bytes(bucket) >= (uint64_t)opt.heap_dense_live << 11 ||
                 dense_served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live) {
                 atomic_store_explicit(&dense_graduated[bucket], 1, memory_order_relaxed);
                 stat_add(&dense_st_graduated, 1);
