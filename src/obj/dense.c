@@ -278,9 +278,10 @@ static void close_for_good(void) {
     if (empty) region_give_back(empty);
 }
 bool dense_wants(size_t n) {
-    return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES &&
+    /* closed first: a program with threads reads one line here */
+    return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES && open_to_caller() &&
            !atomic_load_explicit(&dense_graduated[bucket_of(n)], memory_order_relaxed) &&
-           !atomic_load_explicit(&dense_full, memory_order_relaxed) && open_to_caller();
+           !atomic_load_explicit(&dense_full, memory_order_relaxed);
 }
 
 void *dense_alloc(size_t n) {
