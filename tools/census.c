@@ -190,7 +190,9 @@ static void census_write(FILE *out) {
  * best[], which the destructor writes instead of one taken at exit.  A
  * census taken while threads allocate is approximate (no locks; folio's
  * descriptors are type-stable, so it does not crash), and the samples
- * land near, not at, the peak. */
+ * land near, not at, the peak.  CENSUS_AT_MS=T (with CENSUS_PEAK_MS) takes
+ * one census T ms after start instead: a steady state, where the peak of
+ * RSS may come as the program ends. */
 static char best[1 << 20], scratch[1 << 20];
 static long best_rss_pages;
 static pid_t sampler_pid; /* a fork child has no sampler: its census is taken at its exit */
@@ -209,9 +211,15 @@ static long rss_pages(void) {
 static void *peak_sampler(void *arg) {
     long ms = (long)(intptr_t)arg;
     struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    const char *at = getenv("CENSUS_AT_MS"); /* one census at that time, not at the peak */
+    if (at) {
+        long a = atol(at);
+        struct timespec t = {a / 1000, (a % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
     while (!atomic_load(&peak_stop)) {
         long rss = rss_pages();
-        if (rss > best_rss_pages) {
+        if (rss > best_rss_pages && !(at && best_rss_pages)) {
             FILE *out = fmemopen(scratch, sizeof scratch - 1, "w");
             if (out) {
                 fprintf(out, "peak sample: process RSS %ld KiB\n", rss * 4);
