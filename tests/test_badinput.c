@@ -12,6 +12,10 @@
  *
  * Built with FOLIO_TEST_GLIBC it checks only the SIGABRT of the cases glibc
  * also refuses (glibc's messages differ). */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,6 +38,7 @@ enum op {
     OP_FREED_USABLE,  /* free(ptr), then malloc_usable_size(ptr) */
     OP_VALID,
     OP_RETIRED_FREE,
+    OP_FREE_NEW_THREAD, /* free(ptr) in a thread that has not allocated */
 };
 
 /* OP_RETIRED_FREE: several slabs of objects, all but the last freed (the
@@ -49,6 +54,41 @@ struct bad_case {
     void *ptr;            /* the pointer handed to free/realloc */
     const char *message;  /* expected text before the pointer */
 };
+
+static void *free_in_thread(void *p)
+{
+    free(OPAQUE(p));
+    return NULL;
+}
+
+/* An address in the last page of the .bss of the object that holds folio's
+ * free (the library, or this program when folio is linked in): a thread
+ * with no slab looks an address up to 256 MiB past its no-arena objmap
+ * (obj.h: ARENA_HINT_NONE, among the big tables at the end of the .bss) in
+ * that all-zero table before it refuses it.  NULL: not found. */
+static char *bss_last_page(void)
+{
+    Dl_info info;
+    char want[PATH_MAX], line[PATH_MAX + 128], path[PATH_MAX];
+    if (!dladdr((void *)free, &info) || !info.dli_fname || !realpath(info.dli_fname, want))
+        return NULL;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return NULL;
+    unsigned long end = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        path[0] = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %4095s", &lo, &hi, path) < 2)
+            continue;
+        if (strcmp(path, want) == 0)
+            end = hi;
+        else if (end && lo == end && path[0] == 0)
+            end = hi; /* the .bss past the file's last page */
+    }
+    fclose(f);
+    return end ? (char *)end - 4096 + 16 : NULL;
+}
 
 static void do_op(const struct bad_case *c)
 {
@@ -89,6 +129,12 @@ static void do_op(const struct bad_case *c)
             free(OPAQUE(retired[i]));
         free(p);
         break;
+    case OP_FREE_NEW_THREAD: {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, free_in_thread, p) == 0, "pthread_create");
+        pthread_join(t, NULL);
+        break;
+    }
     case OP_VALID: {
         void *q = realloc(p, 5000);
         CHECK(q != NULL, "valid realloc in the control child failed");
@@ -248,6 +294,18 @@ int main(int argc, char **argv)
     struct bad_case inside_big = {"free inside a 1 MiB block (+4112)", OP_FREE, big + 4096 + 16,
                                   "free(): invalid pointer"};
     expect_abort(&inside_big);
+
+#ifndef FOLIO_TEST_GLIBC
+    /* free of an address in folio's own .bss, by a thread with no slab */
+    char *own = bss_last_page();
+    if (own) {
+        struct bad_case own_free = {"free of folio's .bss in a new thread", OP_FREE_NEW_THREAD, own,
+                                    "free(): invalid pointer"};
+        expect_abort(&own_free);
+    } else {
+        NOTE("no .bss found for folio's free in /proc/self/maps: case skipped");
+    }
+#endif
 
     /* free of a page mapped by someone else (not the allocator's). */
 #ifndef FOLIO_TEST_GLIBC

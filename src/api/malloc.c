@@ -223,11 +223,14 @@ EXPORT void API(free)(void *p) {
     uintptr_t a = (uintptr_t)p;
     struct heap *h = tl_heap;
     /* p lies in the arena of the heap's last new slab (not for p == NULL:
-     * no arena at 0; never for a thread without a heap), so its word is
-     * mapped.  Elsewhere (another thread's object or arena) the span says
-     * whose it is, with no word read first. */
-    if (likely(a >> ARENA_SHIFT == h->arena_hint)) {
-        uint32_t word = atomic_load_explicit(arena_objmap_slot(a), memory_order_relaxed);
+     * no arena at 0), so its word is mapped (for a heap with no slab, a
+     * word of no_arena_objmap: 0).  Elsewhere (another thread's object or
+     * arena) the span says whose it is, with no word read first.  One
+     * subtraction tests the arena and gives the word's index. */
+    uintptr_t base = h->arena_hint, off = a - base;
+    if (likely(off < ARENA_ALIGN)) {
+        uint32_t word = atomic_load_explicit((_Atomic uint32_t *)(base + ARENA_OBJMAP_OFFSET) + (off >> PAGE_SHIFT),
+                                             memory_order_relaxed);
         if (likely((word & 0xffff) == h->objmap_id)) {
             int r = small_free_mapped(h, word, p);
             if (unlikely(r)) free_mapped_slow(p, r);

@@ -164,9 +164,9 @@ static inline struct arena_head *arena_head_of(uintptr_t a) {
  * lock: 16 pages per cache line where the span table holds 8 and a span's
  * line 1, so the words of a heap's slabs stay in cache.  Zero (the mapping's
  * own zero) means nothing. */
+#define ARENA_OBJMAP_OFFSET ((size_t)ARENA_TABLE_PAGES << PAGE_SHIFT) /* from the arena's base */
 static inline _Atomic uint32_t *arena_objmap_slot(uintptr_t a) {
-    return (_Atomic uint32_t *)(arena_base(a) + ((size_t)ARENA_TABLE_PAGES << PAGE_SHIFT)) +
-           ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
+    return (_Atomic uint32_t *)(arena_base(a) + ARENA_OBJMAP_OFFSET) + ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
 }
 /* a lies in an arena (NULL and addresses beyond 48 bits do not) */
 static inline bool arena_owns(uintptr_t a) {

@@ -257,7 +257,7 @@ struct heap {
      * (a thread's free before its first malloc): heap_none's first page
      * holds them, with the options, not a page of its own */
     uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
-    uintptr_t arena_hint; /* address >> ARENA_SHIFT of its last new slab (free() skips
+    uintptr_t arena_hint; /* the base of its last new slab's arena (free() skips
                            * arena_map for that arena), or ARENA_HINT_NONE */
     struct bin bins[NCLASSES];
     uint64_t large_allocs, large_bytes, large_frees; /* counted here: no shared cache line */
@@ -466,7 +466,12 @@ static inline bool small_is_freed(const void *p) {
 #define OBJMAP_CARVED 0x8000u
 #define OBJMAP_ID_MAX 0x7ffeu
 #define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heaps past the max (heap_abandoned: 0) */
-#define ARENA_HINT_NONE UINTPTR_MAX /* no address >> ARENA_SHIFT equals it */
+/* A heap with no slab yet: free() takes an address less than ARENA_ALIGN
+ * past arena_hint for one of its arena's and reads its objmap word; past
+ * this one, the word is no_arena_objmap's, all zero (no heap's id), so the
+ * address goes the span's way, whatever it is (a garbage pointer too). */
+extern _Atomic uint32_t no_arena_objmap[ARENA_PAGES];
+#define ARENA_HINT_NONE ((uintptr_t)no_arena_objmap - ARENA_OBJMAP_OFFSET)
 static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, bool carved) {
     return id ? id | (carved ? OBJMAP_CARVED : 0) | (uint32_t)cls << 16 | page << 24 : 0;
 }

@@ -13,6 +13,9 @@ static struct span span_empty; /* every bin's cur when it has none: free == NULL
  * no slow path reads them, and 73 pointers to span_empty were relocations
  * that made every process copy two pages of .data at load. */
 struct heap heap_none = {.objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE};
+/* 256 KiB no page of which is written (read at most, by a garbage pointer's
+ * free in a thread with no slab): mk/layout.ld puts it with the big tables */
+_Atomic uint32_t no_arena_objmap[ARENA_PAGES];
 __thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
 static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */
@@ -381,7 +384,7 @@ static struct span *slab_new(struct heap *h, unsigned c) {
     atomic_store_explicit(&s->owner, h, memory_order_relaxed);
     __atomic_store_n(&s->kind, (uint8_t)SPAN_SLAB, __ATOMIC_RELEASE); /* publishes the fields above */
     objmap_set(s, h);
-    h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
+    h->arena_hint = arena_base((uintptr_t)s->start);
     if (!mapped) span_map_pages(s, s, s->page_idx, s->npages);
     /* a class that filled a slab fills this one too: fault it in at once */
     if (!mapped && s->touched == 0 && h->bin_slow[c].filled &&
@@ -401,7 +404,7 @@ static struct span *adopt(struct heap *h, unsigned c) {
         atomic_store_explicit(&s->owner, h, memory_order_release);
         collect(s);
         objmap_set(s, h);
-        h->arena_hint = (uintptr_t)s->start >> ARENA_SHIFT;
+        h->arena_hint = arena_base((uintptr_t)s->start);
         if (slab_used(s) == 0) {
             if (h->nr_empty < h->empty_high.high) retire(h, s);
             else spare_put(s);
