@@ -101,7 +101,7 @@ static void stat_add(_Atomic uint64_t *c, uint64_t v) {
 static size_t need_of(size_t n) { return (n + HDR + LINE - 1) & ~(size_t)(LINE - 1); }
 /* a request's bucket: its small class, else its page count's */
 static unsigned bucket_of(size_t n) {
-    if (n <= SMALL_MAX) return class_of_small[(n + 15) >> 4];
+    if (n <= SMALL_MAX) return small_class_of(n);
     return NCLASSES + (unsigned)((n + PAGE_SIZE - 1) >> PAGE_SHIFT) - SMALL_MAX / PAGE_SIZE - 1;
 }
 /* a bucket's blocks' size (its class's, or its page count's) */

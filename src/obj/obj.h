@@ -65,10 +65,12 @@
 /* ---------------------------------------------------------------- size classes */
 /* The tables below are constants (sizeclass.c), in the library's read-only
  * pages: no page of a process's own is written for them at start. */
-/* (n + 15) >> 4 -> class, n <= SMALL_MAX: malloc's fast path finds its bin
- * with one load and no branch on the size (2 KiB; a program touches the
- * lines of the sizes it uses) */
-extern INTERNAL const uint8_t class_of_small[(SMALL_MAX >> 4) + 1];
+/* (n + 15) >> 4 -> class + 1, n <= SMALL_MAX: the line of struct heap
+ * that holds the class's bin (bins follow the heap's first line), so
+ * malloc's fast path finds its bin with one load and a shift, no branch on
+ * the size (2 KiB; a program touches the lines of the sizes it uses) */
+extern INTERNAL const uint8_t bin_line_of_small[(SMALL_MAX >> 4) + 1];
+static inline unsigned small_class_of(size_t n) { return bin_line_of_small[(n + 15) >> 4] - 1u; }
 struct class_info {
     uint32_t size;
     uint32_t pages;     /* slab size in pages (a power of two) */
@@ -297,6 +299,8 @@ struct heap {
     _Atomic uint64_t rescue_mask __attribute__((aligned(CACHELINE)));
     _Atomic(struct span *) rescue[RESCUE_SLOTS];
 };
+/* bin_line_of_small: a class's bin is line class + 1 of its heap */
+_Static_assert(offsetof(struct heap, bins) == CACHELINE && sizeof(struct bin) == CACHELINE, "bins from the second line, one each");
 
 /* The calling thread's heap; &heap_none (never NULL) until it has one:
  * every bin of heap_none is empty, so malloc's fast path needs no test, and
@@ -423,7 +427,7 @@ static inline void *bin_pop(struct bin *b, void **p, void *next) {
 }
 static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     struct heap *h = tl_heap;
-    struct bin *b = &h->bins[class_of_small[(n + 15) >> 4]];
+    struct bin *b = (struct bin *)((char *)h + ((size_t)bin_line_of_small[(n + 15) >> 4] << 6));
     __asm__("" : "+r"(b)); /* one register for the bin: gcc would compute its address twice */
     void **p = b->list;
     if (unlikely(p == NULL)) return miss(n);

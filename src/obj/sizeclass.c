@@ -5,7 +5,7 @@
  * smallest power-of-two run of pages (at least 8) that holds 8 objects and
  * leaves at most 1/8 of itself unused at the end.
  * Invariant: classes[size_class(n)].size >= n, and classes[c].size is a
- * multiple of 16; class_of_small agrees with size_class for n <= SMALL_MAX.
+ * multiple of 16; bin_line_of_small holds size_class(n) + 1 for n <= SMALL_MAX.
  *
  * The tables are constant expressions (the macros below), so they are in
  * the library's read-only pages, which every process shares, rather than
@@ -40,7 +40,7 @@
         .young = CLASS_SIZE(c) < YOUNG_MAX ? SIZE_CLASS(NEXT_POW2(CLASS_SIZE(c))) : (c),           \
         .list_batch = 2048u / CLASS_SIZE(c) < 8u ? 8u : 2048u / CLASS_SIZE(c) > 64u ? 64u : 2048u / CLASS_SIZE(c), \
     }
-#define SMALL_ENTRY(i) SIZE_CLASS((i) ? (i) * 16u : 1u)
+#define SMALL_ENTRY(i) (SIZE_CLASS((i) ? (i) * 16u : 1u) + 1u)
 /* f(b), f(b + 1) ... for 8, 16, 256 and 2048 indices */
 #define X8(f, b) f((b) + 0u), f((b) + 1u), f((b) + 2u), f((b) + 3u), f((b) + 4u), f((b) + 5u), f((b) + 6u), f((b) + 7u)
 #define X16(f, b) X8(f, (b) + 0u), X8(f, (b) + 8u)
@@ -52,12 +52,12 @@
                     X256(f, (b) + 1024u), X256(f, (b) + 1280u), X256(f, (b) + 1536u), X256(f, (b) + 1792u)
 
 _Static_assert(NCLASSES == 72 && CLASS_SIZE(NCLASSES - 1u) == SMALL_MAX, "the classes below are all of them");
-_Static_assert((SMALL_MAX >> 4) == 2048, "class_of_small below has 2049 entries");
+_Static_assert((SMALL_MAX >> 4) == 2048, "bin_line_of_small below has 2049 entries");
 const struct class_info classes[NCLASSES] = {
     X8(CLASS_ENTRY, 0u), X8(CLASS_ENTRY, 8u), X8(CLASS_ENTRY, 16u), X8(CLASS_ENTRY, 24u), X8(CLASS_ENTRY, 32u),
     X8(CLASS_ENTRY, 40u), X8(CLASS_ENTRY, 48u), X8(CLASS_ENTRY, 56u), X8(CLASS_ENTRY, 64u),
 };
-const uint8_t class_of_small[(SMALL_MAX >> 4) + 1] = {X2048(SMALL_ENTRY, 0u), SMALL_ENTRY(2048u)};
+const uint8_t bin_line_of_small[(SMALL_MAX >> 4) + 1] = {X2048(SMALL_ENTRY, 0u), SMALL_ENTRY(2048u)};
 uint32_t class_list_max[NCLASSES];
 
 void classes_init(void) {

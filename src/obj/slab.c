@@ -499,7 +499,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             return NULL;
         }
     }
-    unsigned c = class_of_small[(n + 15) >> 4];
+    unsigned c = small_class_of(n);
     struct bin *b = &h->bins[c];
     struct bin_slow *young = NULL; /* b's class is young: served from its young target's bin */
     if (unlikely(h->bin_slow[c].young)) {

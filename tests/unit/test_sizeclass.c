@@ -26,7 +26,7 @@ int main(void) {
         EXPECT_ALL(size % 16 == 0, "class %u size %u not 16-aligned", c, size);
         EXPECT_ALL(size - n <= 15 || (size - n) * 8 <= size, "waste %zu of %u for %zu", size - n, size, n);
         if (c > 0) EXPECT_ALL(classes[c - 1].size < n, "%zu fits the smaller class %u", n, c - 1);
-        EXPECT_ALL(class_of_small[(n + 15) >> 4] == c, "table disagrees at %zu", n);
+        EXPECT_ALL(small_class_of(n) == c, "table disagrees at %zu", n);
     }
     for (unsigned c = 0; c < NCLASSES; c++) {
         const struct class_info *ci = &classes[c];
