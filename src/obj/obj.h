@@ -521,7 +521,8 @@ static inline int small_free_local(struct heap *h, struct span *s, void *p) {
 static inline int small_free_mapped(struct heap *h, uint32_t word, void *p) {
     uintptr_t *w = p;
     uintptr_t tag = slab_tag(p);
-    struct bin *b = (struct bin *)((char *)h->bins + ((word >> 10) & (0xffu << 6))); /* class x 64: one shift */
+    /* the class (bits 16-23) times sizeof(struct bin), 64: one shift and a mask */
+    struct bin *b = (struct bin *)((char *)h->bins + ((word >> (16 - 6)) & (0xffu << 6)));
     uintptr_t off = ((uintptr_t)p & (PAGE_SIZE - 1)) + ((uintptr_t)(word >> 24) << PAGE_SHIFT);
     if (unlikely(off * b->mul >= b->lim || w[1] == tag)) return -1;
     HEAP_COUNT(b->frees, 1);
