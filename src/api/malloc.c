@@ -231,7 +231,7 @@ EXPORT void API(free)(void *p) {
     if (likely(off < ARENA_ALIGN)) {
         uint32_t word = atomic_load_explicit((_Atomic uint32_t *)(base + ARENA_OBJMAP_OFFSET) + (off >> PAGE_SHIFT),
                                              memory_order_relaxed);
-        if (likely((word & 0xffff) == h->objmap_id)) {
+        if (likely((uint16_t)word == h->objmap_id)) {
             int r = small_free_mapped(h, word, p);
             if (unlikely(r)) free_mapped_slow(p, r);
             return;

@@ -258,7 +258,7 @@ struct heap {
     /* free() reads these two first, in every thread, heap_none's included
      * (a thread's free before its first malloc): heap_none's first page
      * holds them, with the options, not a page of its own */
-    uint32_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words) */
+    uint16_t objmap_id; /* OBJMAP_ID_NONE, or its id | OBJMAP_CARVED (objmap words): free() compares a word's low half with it in one instruction */
     uintptr_t arena_hint; /* the base of its last new slab's arena (free() skips
                            * arena_map for that arena), or ARENA_HINT_NONE */
     struct bin bins[NCLASSES];
