@@ -24,7 +24,13 @@
  *    heap, the first thread's next ones too; the dense blocks are freed by
  *    either thread, and once all are, its regions are back in the page
  *    heap (when no other block of the program's is left in them).
- * 7. FOLIO_HEAP_DENSE_KIB=0: no block from it (the run re-executes itself). */
+ * 7. Full, then freed: with FOLIO_HEAP_DENSE_KIB=256 (one region) blocks
+ *    of 1000 B until one comes from a slab; then a hole left by every
+ *    other block freed serves a smaller block, and once all are freed the
+ *    region serves another size (it used to wait for a region to go back, which the one
+ *    region kept empty never does).
+ * 8. FOLIO_HEAP_DENSE_KIB=0: no block from it (runs 7 and 8 re-execute the
+ *    program). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -289,6 +295,50 @@ static void second_thread(void)
         CHECK(regions == 0, "%llu regions kept by a closed, empty dense heap", (unsigned long long)regions);
 }
 
+static void full_then_freed(void)
+{
+    enum { N = 1000 };
+    static unsigned char *p[N];
+    int dense = 0;
+    unsigned char *spill = NULL;
+    for (int i = 0; i < N; i++) {
+        uint64_t before = report_u64("dense_allocs");
+        p[i] = malloc(OPAQUE((size_t)1000));
+        CHECK(p[i] != NULL, "malloc(1000)");
+        memset(p[i], i & 0xff, 1000);
+        if (report_u64("dense_allocs") == before) {
+            spill = p[i]; /* the first from a slab: the region is full */
+            break;
+        }
+        dense++;
+    }
+    CHECK(spill != NULL && dense > 100, "%d blocks of 1000 B before one came from a slab", dense);
+    for (int i = 0; i < dense; i += 2) {
+        free(p[i]);
+        p[i] = NULL;
+    }
+    uint64_t before = report_u64("dense_allocs");
+    unsigned char *hole = malloc(OPAQUE((size_t)900));
+    CHECK(hole != NULL && report_u64("dense_allocs") == before + 1,
+          "a freed hole of the full dense heap did not serve malloc(900)");
+    free(hole);
+    for (int i = 0; i < dense; i++) {
+        if (!p[i])
+            continue;
+        for (int k = 0; k < 1000; k += 97)
+            CHECK(p[i][k] == (unsigned char)(i & 0xff), "block %d byte %d overwritten", i, k);
+        free(p[i]);
+    }
+    /* (another size: 1000 B's list now holds the spilled block's slab) */
+    before = report_u64("dense_allocs");
+    unsigned char *again = malloc(OPAQUE((size_t)3000));
+    CHECK(again != NULL && report_u64("dense_allocs") == before + 1,
+          "the emptied region did not serve malloc(3000)");
+    free(again);
+    free(spill);
+    printf("full at %d blocks of 1000 B in 256 KiB; a hole, then the emptied region, served again\n", dense);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -296,6 +346,11 @@ int main(int argc, char **argv)
     if (!kib) {
         setenv("FOLIO_HEAP_DENSE_LIVE", "64", 1);
         reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "16384");
+    }
+    if (strcmp(kib, "256") == 0) {
+        setvbuf(stdout, NULL, _IONBF, 0);
+        full_then_freed();
+        reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0");
     }
     if (strcmp(kib, "0") == 0) {
         void *p = malloc(OPAQUE(1234));
@@ -315,7 +370,8 @@ int main(int argc, char **argv)
     second_thread();
     printf("dense heap: ok\n");
     fflush(stdout);
-    reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0");
+    setenv("FOLIO_HEAP_DENSE_LIVE", "100000", 1); /* no size leaves */
+    reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "256");
     return 0;
 }
 #endif

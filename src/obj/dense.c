@@ -78,7 +78,11 @@ static uint32_t dense_empty_regions; /* dense_regions that are one free block (k
  * the lock by dense_wants */
 static uint32_t dense_live_of[DENSE_BUCKETS], dense_served_of[DENSE_BUCKETS];
 static _Atomic uint8_t dense_graduated[DENSE_BUCKETS];
-static _Atomic bool dense_full; /* a region was refused for want of room under the cap */
+/* The smallest block a request could neither find nor add a region for
+ * (the cap reached; SIZE_MAX: none): requests that need as much wait, with
+ * no lock taken, until a free leaves a free block that large or a region
+ * goes back; smaller ones are still tried. */
+static _Atomic size_t dense_full_need = SIZE_MAX;
 /* the report's counters: written under the lock, read without it */
 static _Atomic uint64_t dense_st_allocs, dense_st_frees, dense_st_live_bytes, dense_st_region_bytes, dense_st_regions, dense_st_graduated,
     dense_st_purged_bytes, dense_st_regions_added;
@@ -198,10 +202,7 @@ static bool block_purgeable(const struct block *b, size_t size, uintptr_t *lo, u
 /* A new region as one free block (lock held), or false. */
 static bool region_grow(void) {
     uint64_t have = atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed);
-    if (have + REGION_BYTES > (uint64_t)opt.heap_dense_kib << 10) {
-        atomic_store_explicit(&dense_full, true, memory_order_relaxed);
-        return false;
-    }
+    if (have + REGION_BYTES > (uint64_t)opt.heap_dense_kib << 10) return false;
     struct span *s = page_alloc(REGION_PAGES, REGION_PAGES);
     if (!s) return false;
     s->flags = 0;
@@ -232,7 +233,7 @@ static struct span *region_take_out(struct block *b) {
     span_map_pages(s, NULL, s->page_idx, s->npages);
     stat_add(&dense_st_region_bytes, -(uint64_t)REGION_BYTES);
     stat_add(&dense_st_regions, (uint64_t)-1);
-    atomic_store_explicit(&dense_full, false, memory_order_relaxed);
+    atomic_store_explicit(&dense_full_need, SIZE_MAX, memory_order_relaxed);
     return s;
 }
 /* Its pages purged (zero then: a calloc of them clears nothing), to the
@@ -281,7 +282,7 @@ bool dense_wants(size_t n) {
     /* closed first: a program with threads reads one line here */
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES && open_to_caller() &&
            !atomic_load_explicit(&dense_graduated[bucket_of(n)], memory_order_relaxed) &&
-           !atomic_load_explicit(&dense_full, memory_order_relaxed);
+           need_of(n) < atomic_load_explicit(&dense_full_need, memory_order_relaxed);
 }
 
 void *dense_alloc(size_t n) {
@@ -305,6 +306,8 @@ void *dense_alloc(size_t n) {
                 stat_add(&dense_st_graduated, 1);
             }
             stat_add(&dense_st_allocs, 1);
+        } else if (need < atomic_load_explicit(&dense_full_need, memory_order_relaxed)) {
+            atomic_store_explicit(&dense_full_need, need, memory_order_relaxed);
         }
     }
     debug_check();
@@ -382,6 +385,8 @@ enum fault dense_free(const struct span *s, void *p) {
         purged = true;
     }
     block_make_free(b, size);
+    if (size >= atomic_load_explicit(&dense_full_need, memory_order_relaxed))
+        atomic_store_explicit(&dense_full_need, SIZE_MAX, memory_order_relaxed);
     struct span *empty = NULL;
     if (block_is_region(b) && (++dense_empty_regions > 1 || atomic_load_explicit(&dense_closed, memory_order_relaxed))) {
         dense_empty_regions--;
