@@ -2,6 +2,9 @@
 /* test_dense: the dense heap (obj/dense.c), which serves a program's first
  * thread the blocks of the sizes it has used little so far.
  *
+ * 0. A thread that only frees (16 MiB of the first thread's large blocks,
+ *    which starts folio's purger from it: glibc allocates the new thread's
+ *    dtv there) does not close it: the first thread's next block is dense.
  * 1. One block of each of 120 sizes from 1 B to 128 KiB: each comes from
  *    the dense heap (the report's dense_allocs), its data line-aligned,
  *    malloc_usable_size at least the request, every usable byte writable
@@ -57,6 +60,33 @@ static size_t size_of(int i) /* 120 sizes, 1 B .. 128 KiB, about 10 % apart */
         s *= 1.105;
     size_t n = (size_t)s;
     return n > 131072 ? 131072 : n;
+}
+
+static void *big_blocks[16];
+static void *free_big(void *arg)
+{
+    for (int i = 0; i < 16; i++)
+        free(big_blocks[i]);
+    return arg;
+}
+static void free_only_thread(void)
+{
+    for (int i = 0; i < 16; i++) {
+        big_blocks[i] = malloc(OPAQUE((size_t)1 << 20));
+        CHECK(big_blocks[i] != NULL, "malloc(1 MiB)");
+        memset(big_blocks[i], 1, (size_t)1 << 20);
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_big, NULL) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    uint64_t before = report_u64("dense_allocs");
+    void *p = OPAQUE(malloc(OPAQUE((size_t)1234)));
+    CHECK(report_u64("dense_closed") == 0 && report_u64("dense_allocs") == before + 1,
+          "a thread that only freed closed the dense heap (closed %llu, dense_allocs %llu -> %llu)",
+          (unsigned long long)report_u64("dense_closed"), (unsigned long long)before,
+          (unsigned long long)report_u64("dense_allocs"));
+    free(p);
+    printf("a thread that only frees: the dense heap stays open\n");
 }
 
 static void many_sizes(void)
@@ -318,7 +348,7 @@ static void full_then_freed(void)
         p[i] = NULL;
     }
     uint64_t before = report_u64("dense_allocs");
-    unsigned char *hole = malloc(OPAQUE((size_t)900));
+    unsigned char *hole = OPAQUE(malloc(OPAQUE((size_t)900)));
     CHECK(hole != NULL && report_u64("dense_allocs") == before + 1,
           "a freed hole of the full dense heap did not serve malloc(900)");
     free(hole);
@@ -331,7 +361,7 @@ static void full_then_freed(void)
     }
     /* (another size: 1000 B's list now holds the spilled block's slab) */
     before = report_u64("dense_allocs");
-    unsigned char *again = malloc(OPAQUE((size_t)3000));
+    unsigned char *again = OPAQUE(malloc(OPAQUE((size_t)3000)));
     CHECK(again != NULL && report_u64("dense_allocs") == before + 1,
           "the emptied region did not serve malloc(3000)");
     free(again);
@@ -361,6 +391,7 @@ int main(int argc, char **argv)
         return 0;
     }
     setvbuf(stdout, NULL, _IONBF, 0); /* no stdio buffer among the blocks */
+    free_only_thread();
     many_sizes();
     merge_and_reuse();
     realloc_and_calloc();

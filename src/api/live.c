@@ -98,7 +98,9 @@ static size_t size_needed(void) {
     return (n + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 }
 
-static void publish(void) {
+/* not inlined into live_tick: the tick runs on every process's slow paths
+ * (mk/layout.ld's first text window), a publish only after its first second */
+static __attribute__((noinline)) void publish(void) {
     int pid = os_getpid();
     if (file_pid != pid) file_pid = 0; /* a fork child: the file is its parent's */
     if (clock_pid != pid) { /* its first tick (or a fork child's: the schedule was its parent's) */

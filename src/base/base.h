@@ -378,6 +378,7 @@ bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack (the fi
 void bg_enter(void);        /* first thing a background thread does */
 void bg_leave(void);        /* last thing it does */
 bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
+bool bg_start_in_progress(void); /* the calling thread is in bg_start (pthread_create allocates for folio) */
 void bg_after_fork_child(bool parent_had_threads); /* true: the child starts no background thread */
 
 

@@ -64,8 +64,14 @@ static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {
     return rc;
 }
 
+/* set while this thread is in bg_start: glibc's pthread_create allocates
+ * the new thread's dtv in the calling thread, for folio, not the program */
+static __thread bool bg_starting __attribute__((tls_model("initial-exec")));
+bool bg_start_in_progress(void) { return bg_starting; }
+
 bool bg_start(void *(*fn)(void *), void *arg) {
     if (atomic_load_explicit(&bg_refused, memory_order_relaxed)) return false;
+    bg_starting = true;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -79,6 +85,7 @@ bool bg_start(void *(*fn)(void *), void *arg) {
     int rc = i < BG_STACKS ? create(&t, fn, arg, bg_stacks[i]) : -1;
     if (rc != 0) rc = create(&t, fn, arg, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    bg_starting = false;
     return rc == 0;
 }
 

@@ -259,6 +259,9 @@ static bool open_to_caller(void) {
     if (atomic_load_explicit(&dense_closed, memory_order_relaxed)) return false;
     if (!dense_thread_is) dense_thread_is = os_gettid() == os_getpid() ? 1 : 2;
     if (dense_thread_is == 1) return true;
+    /* another thread's free started folio's purger, whose dtv glibc
+     * allocates here: not the program's second thread allocating */
+    if (bg_start_in_progress()) return false;
     if (!atomic_exchange_explicit(&dense_closed, true, memory_order_relaxed)) close_for_good();
     return false;
 }
