@@ -229,8 +229,7 @@ EXPORT void API(free)(void *p) {
      * subtraction tests the arena and gives the word's index. */
     uintptr_t base = h->arena_hint, off = a - base;
     if (likely(off < ARENA_ALIGN)) {
-        uint32_t word = atomic_load_explicit((_Atomic uint32_t *)(base + ARENA_OBJMAP_OFFSET) + (off >> PAGE_SHIFT),
-                                             memory_order_relaxed);
+        uint32_t word = atomic_load_explicit(arena_objmap_at(base, off), memory_order_relaxed);
         if (likely((uint16_t)word == h->objmap_id)) {
             int r = small_free_mapped(h, word, p);
             if (unlikely(r)) free_mapped_slow(p, r);
@@ -328,15 +327,15 @@ EXPORT void *API(realloc)(void *p, size_t n) {
         break;
     }
     case DENSE: {
-        enum fault f;
-        usable = dense_usable(s, p, &f);
-        if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
-        if (n <= usable && n > usable / 2) return p;
         /* a block that grows takes the room its size class would have (a
          * slab object grows within its class), so that a buffer grown step
-         * by step moves as seldom as it would from slabs */
-        if (n > usable && n <= SMALL_MAX) n_room = classes[size_class(n)].size;
-        if (dense_resize(p, n_room)) return p;
+         * by step moves as seldom as it would from slabs; one lock hold */
+        size_t grow_to = n <= SMALL_MAX ? classes[size_class(n)].size : n;
+        bool in_place;
+        enum fault f = dense_realloc(s, p, n, grow_to, &usable, &in_place);
+        if (unlikely(f)) bad_pointer(CALL_REALLOC, f, p);
+        if (in_place) return p;
+        if (n > usable) n_room = grow_to;
         break;
     }
     default: not_a_block(CALL_REALLOC, p);

@@ -165,8 +165,12 @@ static inline struct arena_head *arena_head_of(uintptr_t a) {
  * line 1, so the words of a heap's slabs stay in cache.  Zero (the mapping's
  * own zero) means nothing. */
 #define ARENA_OBJMAP_OFFSET ((size_t)ARENA_TABLE_PAGES << PAGE_SHIFT) /* from the arena's base */
+/* the word of the page off bytes (below ARENA_ALIGN) past the arena base */
+static inline _Atomic uint32_t *arena_objmap_at(uintptr_t base, uintptr_t off) {
+    return (_Atomic uint32_t *)(base + ARENA_OBJMAP_OFFSET) + (off >> PAGE_SHIFT);
+}
 static inline _Atomic uint32_t *arena_objmap_slot(uintptr_t a) {
-    return (_Atomic uint32_t *)(arena_base(a) + ARENA_OBJMAP_OFFSET) + ((a >> PAGE_SHIFT) & (ARENA_PAGES - 1));
+    return arena_objmap_at(arena_base(a), a & (ARENA_ALIGN - 1));
 }
 /* a lies in an arena (NULL and addresses beyond 48 bits do not) */
 static inline bool arena_owns(uintptr_t a) {

@@ -401,34 +401,39 @@ enum fault dense_free(const struct span *s, void *p) {
     return FAULT_NONE;
 }
 
-/* realloc in place: the live block at p (checked) now holds n bytes, by
- * giving back its tail or taking the free block after it; false: it
- * cannot, and is unchanged. */
-bool dense_resize(void *p, size_t n) {
+/* The live block b (of bucket) now holds n bytes, by giving back its tail
+ * or taking the free block after it (lock held); false: it cannot, and is
+ * unchanged. */
+static bool block_resize(struct block *b, unsigned bucket, size_t n) {
     if (n > DENSE_MAX_BYTES) return false;
-    size_t need = need_of(n);
-    struct block *b = block_of(p);
-    bool done = false;
-    lock_acquire(&dense_lock);
-    size_t size = block_size(b);
-    unsigned bucket = (unsigned)((b->tag ^ tag_base(b, size)) >> BUCKET_SHIFT);
+    size_t need = need_of(n), size = block_size(b);
     struct block *after = block_at(b, size);
     size_t room = size + ((after->head & CINUSE) ? 0 : block_size(after));
-    if (need <= room && (need >= size || size - need >= MIN_BLOCK)) {
-        if (!(after->head & CINUSE)) {
-            bins_remove(after);
-            if (block_is_region(after)) dense_empty_regions--;
-            after->tag = 0;
-        }
-        stat_add(&dense_st_live_bytes, -(uint64_t)(size - HDR));
-        b->head = room | (b->head & (PINUSE | CINUSE));
-        if (room != size) block_at(b, room)->head |= PINUSE;
-        block_take_for(b, need, bucket); /* the tail past need, if a block's worth, free again */
-        done = true;
+    if (need > room || (need < size && size - need < MIN_BLOCK)) return false;
+    if (!(after->head & CINUSE)) {
+        bins_remove(after);
+        if (block_is_region(after)) dense_empty_regions--;
+        after->tag = 0;
     }
-    debug_check();
+    stat_add(&dense_st_live_bytes, -(uint64_t)(size - HDR));
+    b->head = room | (b->head & (PINUSE | CINUSE));
+    if (room != size) block_at(b, room)->head |= PINUSE;
+    block_take_for(b, need, bucket); /* the tail past need, if a block's worth, free again */
+    return true;
+}
+
+enum fault dense_realloc(const struct span *s, void *p, size_t n, size_t grow_to, size_t *usable, bool *in_place) {
+    unsigned bucket;
+    lock_acquire(&dense_lock);
+    enum fault f = block_check(s, p, &bucket);
+    if (!f) {
+        struct block *b = block_of(p);
+        *usable = block_size(b) - HDR;
+        *in_place = (n <= *usable && n > *usable / 2) || block_resize(b, bucket, n > *usable ? grow_to : n);
+        debug_check();
+    }
     lock_release(&dense_lock);
-    return done;
+    return f;
 }
 
 void dense_stats(struct dense_stats *st) {

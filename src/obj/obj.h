@@ -167,7 +167,9 @@ bool dense_wants(size_t n);          /* n's size is still served dense (no lock:
 void *dense_alloc(size_t n);         /* NULL: not served (its size left, or no room) */
 enum fault dense_free(const struct span *s, void *p); /* s: the region p points into */
 size_t dense_usable(const struct span *s, const void *p, enum fault *f);
-bool dense_resize(void *p, size_t n); /* in place; p checked live */
+/* realloc of p in the region s: its fault, else *usable (before) and
+ * whether p now holds n (a block that grows is asked for grow_to) */
+enum fault dense_realloc(const struct span *s, void *p, size_t n, size_t grow_to, size_t *usable, bool *in_place);
 void dense_stats(struct dense_stats *st);
 void dense_visit_locks(lock_visit_fn *fn, void *ctx);
 void dense_lock_all(void);
@@ -427,7 +429,7 @@ static inline void *bin_pop(struct bin *b, void **p, void *next) {
 }
 static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     struct heap *h = tl_heap;
-    struct bin *b = (struct bin *)((char *)h + ((size_t)bin_line_of_small[(n + 15) >> 4] << 6));
+    struct bin *b = (struct bin *)((char *)h + bin_line_of_small[(n + 15) >> 4] * sizeof(struct bin));
     __asm__("" : "+r"(b)); /* one register for the bin: gcc would compute its address twice */
     void **p = b->list;
     if (unlikely(p == NULL)) return miss(n);
