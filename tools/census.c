@@ -60,6 +60,12 @@ static struct {
     uint64_t used, capacity, size;
 } by_class[CLASSES];
 static uint64_t meta_resident, unmapped_resident;
+/* objects other threads freed onto slabs' remote lists, not yet collected,
+ * in bytes, by the slab's owner: a live thread's heap, a heap whose thread
+ * exited, heap_abandoned (waiting for adoption), and floating slabs */
+enum { OWN_LIVE, OWN_DEAD, OWN_ABANDONED, OWN_FLOATING, OWNS };
+static const char *const own_name[OWNS] = {"live heaps'", "exited heaps'", "abandoned", "floating"};
+static uint64_t remote_bytes[OWNS], remote_slabs[OWNS];
 
 /* zone.c's chunk types (its private enum: CHUNK_SMALL 0, CHUNK_LARGE 1,
  * CHUNK_MEDIUM 2), by what sizes a chunk was split for; a head with any
@@ -105,6 +111,12 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
             by_class[cl].used += slab_used(s);
             by_class[cl].capacity += s->capacity;
             by_class[cl].size = s->obj_size;
+            uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+            const struct heap *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+            unsigned w = (tf & SLAB_FLOATING) ? OWN_FLOATING : o && o->objmap_id == 0 ? OWN_ABANDONED /* heap_abandoned: the only heap with id 0 */
+                         : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? OWN_LIVE : OWN_DEAD;
+            remote_bytes[w] += (uint64_t)slab_remote_count(tf) * s->obj_size;
+            remote_slabs[w]++;
         }
         p += n;
     }
@@ -155,6 +167,8 @@ static void census_write(FILE *out) {
     memset(by_kind, 0, sizeof by_kind);
     memset(by_class, 0, sizeof by_class);
     meta_resident = unmapped_resident = 0;
+    memset(remote_bytes, 0, sizeof remote_bytes);
+    memset(remote_slabs, 0, sizeof remote_slabs);
     census_arenas(out);
     uint64_t total = meta_resident + unmapped_resident;
     fprintf(out, "\n%-10s %7s %8s %9s\n", "kind", "spans", "pages", "resident");
@@ -183,6 +197,9 @@ static void census_write(FILE *out) {
     }
     fprintf(out, "objects in use (lists included) %lu KiB in slabs of %lu resident KiB\n",
             (unsigned long)(used_bytes / 1024), (unsigned long)(by_kind[SPAN_SLAB].resident * 4));
+    for (unsigned w = 0; w < OWNS; w++)
+        fprintf(out, "  of which freed by other threads, not yet collected: %lu KiB in %s slabs (%lu slabs)\n",
+                (unsigned long)(remote_bytes[w] / 1024), own_name[w], (unsigned long)remote_slabs[w]);
 }
 
 /* The peak mode (CENSUS_PEAK_MS=N): a detached thread reads the process's

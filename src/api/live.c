@@ -99,14 +99,9 @@ static size_t size_needed(void) {
 }
 
 /* not inlined into live_tick: the tick runs on every process's slow paths
- * (mk/layout.ld's first text window), a publish only after its first second */
-static __attribute__((noinline)) void publish(void) {
-    int pid = os_getpid();
-    if (file_pid != pid) file_pid = 0; /* a fork child: the file is its parent's */
-    if (clock_pid != pid) { /* its first tick (or a fork child's: the schedule was its parent's) */
-        clock_pid = pid;    /* its first second starts now: the tick has set due_ms a second ahead */
-        return;
-    }
+ * (mk/layout.ld's first text window), a publish only after its first
+ * second (the process pid's, which live_tick has checked) */
+static __attribute__((noinline)) void publish(int pid) {
     bool create = !file_pid;
     size_t size = size_needed();
     if (create) {
@@ -189,7 +184,15 @@ void live_tick(uint64_t now) {
                                                  memory_order_relaxed, memory_order_relaxed))
         return;
     if (atomic_exchange(&busy, 1)) return;
-    if (!atomic_load(&ended)) publish();
+    if (!atomic_load(&ended)) {
+        /* here, not in publish: every process's first tick comes here, and
+         * publish's code lies past the first text window (a fault) */
+        int pid = os_getpid();
+        if (file_pid && file_pid != pid) file_pid = 0; /* a fork child: the file is its parent's */
+        if (clock_pid != pid) clock_pid = pid; /* its first tick (or a fork child's: the schedule was its
+                                                * parent's): its first second starts now, due_ms is a second ahead */
+        else publish(pid);
+    }
     atomic_store(&busy, 0);
     /* exit came while this thread published: whichever of the two sees the
      * flag free removes the file (sequentially consistent: one of them does) */

@@ -1,12 +1,14 @@
 /* tests/support/rerun_clean.h: a test that measures what a process of its
  * own does (its page table, its mappings) runs itself again with no FOLIO_*
  * variable of the caller's environment but FOLIO_LIVE=0 (the live file is a
- * process's second second, not its start-up) and the settings given, then
- * with marker set, which tells the second run it is the clean one.
+ * process's second second, not its start-up; a FOLIO_LIVE among the
+ * settings replaces it) and the settings given, then with marker set,
+ * which tells the second run it is the clean one.
  * Include after check.h. */
 #ifndef FOLIO_TEST_RERUN_CLEAN_H
 #define FOLIO_TEST_RERUN_CLEAN_H
 
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,7 +22,11 @@ static inline void rerun_clean(char **argv, const char *marker, const char *cons
     for (char **e = environ; *e && k < 240; e++)
         if (strncmp(*e, "FOLIO_", 6) != 0)
             env[k++] = *e;
-    env[k++] = "FOLIO_LIVE=0";
+    bool live_set = false;
+    for (size_t i = 0; settings && settings[i]; i++)
+        live_set |= strncmp(settings[i], "FOLIO_LIVE=", 11) == 0;
+    if (!live_set)
+        env[k++] = "FOLIO_LIVE=0";
     for (size_t i = 0; settings && settings[i] && k < 254; i++)
         env[k++] = (char *)settings[i];
     env[k++] = (char *)marker;
