@@ -193,8 +193,8 @@ static void large_block_free(struct span *s, void *p, bool merged) {
 /* Everything but a slab object: NULL, large and huge blocks, bad pointers.
  * Not inlined into free, and not marked noreturn, so that free calls it
  * with a jump and needs no stack frame of its own. */
+/* p: not NULL */
 __attribute__((noinline)) static void free_other(void *p, struct span *looked_up) {
-    if (!p) return;
     struct span *s = NULL;
     struct huge *h = NULL;
     switch (classify_span(p, looked_up, &s, &h)) {
@@ -236,6 +236,10 @@ EXPORT void API(free)(void *p) {
             return;
         }
     }
+    /* free(NULL), before span_lookup: its entry for the first 256 MiB of the
+     * address space (never an arena's) is a page no other lookup reads, and
+     * its first read was a fault in every process */
+    if (unlikely(!p)) return;
     struct span *s = span_lookup(a);
     if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
         int r = small_free_local(h, s, p);

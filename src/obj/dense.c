@@ -20,9 +20,11 @@
  * FOLIO_HEAP_DENSE_KIB.
  *
  * Invariants (all under dense_lock):
- *  - a region is a span of kind SPAN_DENSE whose pages all map to it; it
- *    is a sequence of blocks from its FIRST byte, each whole lines (its data
- *    line-aligned), then a fence (a header of size 0 marked in use);
+ *  - a region is a span of kind SPAN_DENSE, REGION_BYTES-aligned, whose
+ *    pages all map to it; it is a sequence of blocks from its FIRST byte,
+ *    each whole lines (its data line-aligned), up to its fence: the line
+ *    after the last block, never written (is_fence), which counts as a
+ *    block in use;
  *  - a block's header is its size with CINUSE (in use) and PINUSE (the
  *    block before it is in use, or it is the region's first), then a tag:
  *    tag_base(b, size) ^ bucket << 56 in use (the bucket it was counted
@@ -31,7 +33,7 @@
  *    other pointer, and a freed block from a live one;
  *  - no two free blocks are neighbours; a free block is on the bin of its
  *    size (bin_of) and its last word holds its size, for the block after
- *    it to merge with it;
+ *    it to merge with it (but the region's last block's: none follows);
  *  - a block's tag is made a free tag before the block merges into
  *    another, so that no in-use tag outlives its block;
  *  - a free block whose pages dense_free purges with the lock released is
@@ -93,7 +95,23 @@ static inline struct block *block_of(const void *p) { return (struct block *)((c
 static inline uint64_t tag_base(const struct block *b, size_t size) {
     return (uintptr_t)b ^ slab_secret ^ ((uint64_t)size << 4);
 }
-static inline void set_footer(struct block *b, size_t size) { *(uint64_t *)((char *)b + size - 8) = size; }
+/* A region's fence, where its last block ends: no block's header is there
+ * and nothing writes it (the region's last page, which a small heap would
+ * otherwise touch the moment the region is made, for a header and a
+ * footer no one reads); a block that ends there has no block after it. */
+static inline bool is_fence(const struct block *b) {
+    return ((uintptr_t)b & (REGION_BYTES - 1)) == FIRST + REGION_USABLE;
+}
+/* the block at after (the fence included) is in use */
+static inline bool in_use(const struct block *after) { return is_fence(after) || (after->head & CINUSE); }
+/* the block at after follows one in use (the fence has no flags) */
+static inline void set_pinuse(struct block *after) {
+    if (!is_fence(after)) after->head |= PINUSE;
+}
+/* the last word of free block b, read by the block after it */
+static inline void set_footer(struct block *b, size_t size) {
+    if (!is_fence(block_at(b, size))) *(uint64_t *)((char *)b + size - 8) = size;
+}
 static void stat_add(_Atomic uint64_t *c, uint64_t v) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
 }
@@ -171,7 +189,7 @@ static void block_make_free(struct block *b, size_t size) {
     b->tag = tag_base(b, size) ^ FREE_MARK;
     set_footer(b, size);
     struct block *after = block_at(b, size);
-    after->head &= ~(uint64_t)PINUSE;
+    if (!is_fence(after)) after->head &= ~(uint64_t)PINUSE;
     bins_insert(b, size);
 }
 /* b (free, off its bin) serves need bytes for bucket: the rest, if a block
@@ -183,7 +201,7 @@ static void *block_take_for(struct block *b, size_t need, unsigned bucket) {
         block_make_free(block_at(b, need), size - need);
         size = need;
     } else {
-        block_at(b, size)->head |= PINUSE;
+        set_pinuse(block_at(b, size));
     }
     b->head = size | CINUSE | pinuse;
     b->tag = tag_base(b, size) ^ ((uint64_t)bucket << BUCKET_SHIFT);
@@ -211,9 +229,6 @@ static bool region_grow(void) {
     __atomic_store_n(&s->kind, (uint8_t)SPAN_DENSE, __ATOMIC_RELEASE);
     span_map_pages(s, s, s->page_idx, s->npages);
     span_list_push(&dense_regions, s);
-    struct block *fence = block_at(s->start, FIRST + REGION_USABLE);
-    fence->head = CINUSE;
-    fence->tag = 0;
     struct block *b = block_at(s->start, FIRST);
     block_make_free(b, REGION_USABLE);
     dense_empty_regions++;
@@ -281,6 +296,16 @@ static void close_for_good(void) {
     lock_release(&dense_lock);
     if (empty) region_give_back(empty);
 }
+/* Start-up: the dense heap's flags are first read, by dense_wants (a
+ * mapping of the zero page), then written by the first dense_alloc (a
+ * second fault, to copy it): written here first, their pages fault once. */
+void dense_init(void) {
+    if (opt.heap_dense_kib <= 0) return;
+    atomic_store_explicit(&dense_closed, false, memory_order_relaxed);
+    atomic_store_explicit(&dense_graduated[0], 0, memory_order_relaxed);
+    atomic_store_explicit(&dense_graduated[DENSE_BUCKETS - 1], 0, memory_order_relaxed);
+}
+
 bool dense_wants(size_t n) {
     /* closed first: a program with threads reads one line here */
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES && open_to_caller() &&
@@ -359,7 +384,7 @@ enum fault dense_free(const struct span *s, void *p) {
     b->tag = tag_base(b, size) ^ FREE_MARK; /* before it merges: no in-use tag outlives it */
     for (bool purged = false;;) {
         struct block *after = block_at(b, size);
-        if (!(after->head & CINUSE)) {
+        if (!in_use(after)) {
             bins_remove(after);
             size += block_size(after);
         }
@@ -379,7 +404,7 @@ enum fault dense_free(const struct span *s, void *p) {
          * merges with the neighbours freed meanwhile */
         b->head = size | CINUSE | PINUSE;
         b->tag = tag_base(b, size) ^ PURGE_MARK;
-        block_at(b, size)->head |= PINUSE;
+        set_pinuse(block_at(b, size));
         lock_release(&dense_lock);
         os_purge((void *)lo, hi - lo);
         lock_acquire(&dense_lock);
@@ -408,16 +433,16 @@ static bool block_resize(struct block *b, unsigned bucket, size_t n) {
     if (n > DENSE_MAX_BYTES) return false;
     size_t need = need_of(n), size = block_size(b);
     struct block *after = block_at(b, size);
-    size_t room = size + ((after->head & CINUSE) ? 0 : block_size(after));
+    size_t room = size + (in_use(after) ? 0 : block_size(after));
     if (need > room || (need < size && size - need < MIN_BLOCK)) return false;
-    if (!(after->head & CINUSE)) {
+    if (!in_use(after)) {
         bins_remove(after);
         if (block_is_region(after)) dense_empty_regions--;
         after->tag = 0;
     }
     stat_add(&dense_st_live_bytes, -(uint64_t)(size - HDR));
     b->head = room | (b->head & (PINUSE | CINUSE));
-    if (room != size) block_at(b, room)->head |= PINUSE;
+    if (room != size) set_pinuse(block_at(b, room));
     block_take_for(b, need, bucket); /* the tail past need, if a block's worth, free again */
     return true;
 }
@@ -461,7 +486,8 @@ size_t dense_check_locked(void) {
     uint32_t empty = 0;
     uint64_t live = 0;
     for (const struct span *s = dense_regions; s; s = s->next) {
-        bad += span_kind(s) != SPAN_DENSE || span_lookup((uintptr_t)s->start + REGION_BYTES - 1) != s;
+        bad += span_kind(s) != SPAN_DENSE || span_lookup((uintptr_t)s->start + REGION_BYTES - 1) != s ||
+               ((uintptr_t)s->start & (REGION_BYTES - 1));
         const char *end = s->start + FIRST + REGION_USABLE;
         bool prev_used = true, prev_free = false;
         const struct block *b = block_at(s->start, FIRST);
@@ -478,7 +504,7 @@ size_t dense_check_locked(void) {
                 prev_free = false;
             } else {
                 bad += prev_free || b->tag != (tag_base(b, size) ^ FREE_MARK) ||
-                       *(const uint64_t *)((const char *)b + size - 8) != size;
+                       (!is_fence(block_at(b, size)) && *(const uint64_t *)((const char *)b + size - 8) != size);
                 free_blocks++;
                 empty += size == REGION_USABLE;
                 prev_free = true;
@@ -486,7 +512,7 @@ size_t dense_check_locked(void) {
             prev_used = (b->head & CINUSE) != 0;
             b = block_at(b, size);
         }
-        bad += (const char *)b != end || !(b->head & CINUSE) || !(b->head & PINUSE) != !prev_used;
+        bad += (const char *)b != end || !is_fence(b);
     }
     for (unsigned i = 0; i < NBINS; i++) {
         bad += !dense_bins[i] != !(dense_binmap[i / 64] & ((uint64_t)1 << (i % 64)));
