@@ -33,11 +33,16 @@
  *    region serves another size (it used to wait for a region to go back, which the one
  *    region kept empty never does).
  * 8. FOLIO_HEAP_DENSE_KIB=0: no block from it (runs 7 and 8 re-execute the
- *    program). */
+ *    program).
+ * 9. First, a new region's last page stays untouched until blocks reach it:
+ *    its fence (the line after its last block) is never written, so a small
+ *    program's region costs the pages its blocks use (the fence and the
+ *    free block's footer there were one more fault in every process). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,21 @@ static size_t size_of(int i) /* 120 sizes, 1 B .. 128 KiB, about 10 % apart */
         s *= 1.105;
     size_t n = (size_t)s;
     return n > 131072 ? 131072 : n;
+}
+
+/* 9: the region of a small program's block, its last page not resident */
+static void region_end_untouched(void)
+{
+    char *p = malloc(OPAQUE(200));
+    CHECK(p != NULL, "malloc");
+    CHECK(report_u64("dense_allocs") > 0, "a small program's block is not a dense one");
+    uintptr_t region = (uintptr_t)p & ~(uintptr_t)(256 * 1024 - 1), last = region + 256 * 1024 - 4096;
+    unsigned char vec = 1;
+    CHECK(mincore((void *)last, 4096, &vec) == 0, "mincore");
+    CHECK(!(vec & 1), "the last page of the dense region at %#lx is resident with its first blocks",
+          (unsigned long)region);
+    free(p);
+    printf("a new region's last page: not resident\n");
 }
 
 static void *big_blocks[16];
@@ -391,6 +411,7 @@ int main(int argc, char **argv)
         return 0;
     }
     setvbuf(stdout, NULL, _IONBF, 0); /* no stdio buffer among the blocks */
+    region_end_untouched();
     free_only_thread();
     many_sizes();
     merge_and_reuse();
