@@ -254,6 +254,7 @@ size_t slab_spare_bytes(void) {
 /* Give spare slabs spared at least min_age_ms ago back to the page heap,
  * purged (they waited here rather than in the zone); 0: every one. */
 static void spare_trim(uint64_t min_age_ms) {
+    if (!atomic_load_explicit(&spare_pages, memory_order_relaxed)) return; /* no read of spare[] (a page of its own) */
     struct span *old = NULL;
     uint64_t now = os_now_ms();
     for (unsigned o = 0; o < NCLASSES; o++) {

@@ -176,9 +176,11 @@ void thp_collapsed(uint8_t *state, bool ok) {
 }
 
 bool thp_populate(void *p, size_t bytes, uint8_t chunk_state) {
-    if (!opt.populate || huge(chunk_state) || atomic_load_explicit(&populate_off, memory_order_relaxed))
+    /* the heap's size first: a small heap reads nothing of thp.c's own
+     * (populate_off's page, a fault of its own in a small program) */
+    if (!opt.populate || huge(chunk_state) || zone_in_use_pages() < THP_HEAP_PAGES ||
+        atomic_load_explicit(&populate_off, memory_order_relaxed))
         return false;
-    if (zone_in_use_pages() < THP_HEAP_PAGES) return false;
     if (os_populate_write(p, bytes)) {
         atomic_fetch_add_explicit(&populated_bytes, bytes, memory_order_relaxed);
         return true;

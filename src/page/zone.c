@@ -927,11 +927,19 @@ static _Atomic uint8_t depot_askers[CHUNK_PAGES];
  * reads neither array (the zero page of .bss, then its copy at the first
  * ask: two faults for one page) */
 static _Atomic bool depot_asked;
+/* above the largest page count ever asked for: asks_decay reads no entry
+ * past it (a small program's asks are of small counts, and the arrays'
+ * other entries lie on a page it would map for the reading only) */
+static _Atomic uint32_t depot_ask_top;
 
 static uint8_t asker_bit(int cpu) { return (uint8_t)(1u << ((unsigned)cpu % 8)); }
 static void note_ask(int cpu, uint32_t npages, long n) {
     bool first = !atomic_load_explicit(&depot_asked, memory_order_relaxed);
     if (first) atomic_store_explicit(&depot_asked, true, memory_order_relaxed);
+    uint32_t top = atomic_load_explicit(&depot_ask_top, memory_order_relaxed);
+    while (npages >= top && !atomic_compare_exchange_weak_explicit(&depot_ask_top, &top, npages + 1,
+                                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
     uint16_t c = atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
     long v = c + n < DEPOT_SLOTS ? c + n : DEPOT_SLOTS;
     if (v != c) atomic_store_explicit(&depot_credit[npages], (uint16_t)v, memory_order_relaxed);
@@ -961,7 +969,8 @@ static void asks_decay(void) {
     /* cleared first: an ask from now on sets it again */
     atomic_store_explicit(&depot_asked, false, memory_order_relaxed);
     bool left = false;
-    for (uint32_t n = 0; n < CHUNK_PAGES; n++) {
+    uint32_t top = atomic_load_explicit(&depot_ask_top, memory_order_relaxed);
+    for (uint32_t n = 0; n < top; n++) {
         uint16_t c = atomic_load_explicit(&depot_credit[n], memory_order_relaxed);
         if (c) atomic_store_explicit(&depot_credit[n], (uint16_t)(c / 2), memory_order_relaxed);
         left |= c / 2 != 0;
