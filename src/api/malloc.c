@@ -190,10 +190,10 @@ static void large_block_free(struct span *s, void *p, bool merged) {
     api_tick();
 }
 
-/* Everything but a slab object: NULL, large and huge blocks, bad pointers.
- * Not inlined into free, and not marked noreturn, so that free calls it
- * with a jump and needs no stack frame of its own. */
-/* p: not NULL */
+/* Everything but a slab object (p not NULL: free returned first): large
+ * and huge blocks, dense blocks, bad pointers.  Not inlined into free, and
+ * not marked noreturn, so that free calls it with a jump and needs no stack
+ * frame of its own. */
 __attribute__((noinline)) static void free_other(void *p, struct span *looked_up) {
     struct span *s = NULL;
     struct huge *h = NULL;
