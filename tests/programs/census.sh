@@ -31,6 +31,10 @@ assert sum(kinds.values()) + unmapped + meta == total, "kinds + unmapped + metad
 assert kinds.get("slab", 0) > 0 and meta > 0, "no resident slab or metadata page"
 used_kib, slab_kib = map(int, re.search(r"objects in use \(lists included\) (\d+) KiB in slabs of (\d+) resident KiB", text).groups())
 assert 0 < used_kib <= slab_kib * 1.05 + 64, "objects in use exceed the slabs' resident pages"
+remote = re.findall(r"^  of which freed by other threads, not yet collected: (\d+) KiB in (live heaps'|exited heaps'|abandoned|floating) slabs \((\d+) slabs\)$", text, re.M)
+assert len(remote) == 4, "not the four lines of remote frees not yet collected"
+assert sum(int(r[0]) for r in remote) <= used_kib, "remote frees not yet collected exceed the objects in use"
+assert sum(int(r[2]) for r in remote) == sum(int(m) for m in re.findall(r"^ +\d+ +\d+ +(\d+) ", text, re.M)), "the owners' slabs do not add up to the classes' slabs"
 print("  census: %d chunks, %d pages resident, slabs %d KiB used of %d resident" % (len(chunks), total, used_kib, slab_kib), file=sys.stderr)
 PY
 
