@@ -913,22 +913,26 @@ static _Atomic uint64_t depot_pages_total;
  * refills, held or not; at most DEPOT_SLOTS, halved at each purge pass)
  * and which pagesets asked (a bit per pageset index % 8, cleared at each
  * purge pass: pagesets 8 apart share a bit, which only ever refuses a put
- * that another of them asked for; a byte per size keeps the array (512 B)
- * among the variables every process writes, where 8 bytes made it a page
- * of its own that the first refill faulted in).  A put of a span takes one of its size's credits and needs
+ * that another of them asked for; a byte each per size keeps the array (1
+ * KiB) among the variables every process writes, where 8 bytes made it a
+ * page of its own that the first refill faulted in).  A put of a span takes one of its size's credits and needs
  * another pageset than the putter's to have asked: without both it goes
  * to the free lists.  The depot then holds what other CPUs ask for: a
  * single thread whose overflow is of sizes it does not ask for again
  * (growing buffers: alloc/realloc kept 4 MiB of slab blocks there, its
  * peak RSS +12%) gives it to the free lists as before. */
-static _Atomic uint16_t depot_credit[CHUNK_PAGES];
-static _Atomic uint8_t depot_askers[CHUNK_PAGES];
+_Static_assert(DEPOT_SLOTS <= UINT8_MAX, "a credit is a byte");
+/* a size's askers and credit side by side: the sizes a small program asks
+ * for lie in one run of the array, on the page of its other variables */
+static struct {
+    _Atomic uint8_t askers, credit;
+} depot_asks[CHUNK_PAGES];
 /* true while a credit or an asker may be nonzero: until then asks_decay
- * reads neither array (the zero page of .bss, then its copy at the first
- * ask: two faults for one page) */
+ * reads no entry (the zero page of .bss, then its copy at the first ask:
+ * two faults for one page) */
 static _Atomic bool depot_asked;
 /* above the largest page count ever asked for: asks_decay reads no entry
- * past it (a small program's asks are of small counts, and the arrays'
+ * past it (a small program's asks are of small counts, and the array's
  * other entries lie on a page it would map for the reading only) */
 static _Atomic uint32_t depot_ask_top;
 
@@ -940,28 +944,28 @@ static void note_ask(int cpu, uint32_t npages, long n) {
     while (npages >= top && !atomic_compare_exchange_weak_explicit(&depot_ask_top, &top, npages + 1,
                                                                   memory_order_relaxed, memory_order_relaxed))
         ;
-    uint16_t c = atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
+    uint8_t c = atomic_load_explicit(&depot_asks[npages].credit, memory_order_relaxed);
     long v = c + n < DEPOT_SLOTS ? c + n : DEPOT_SLOTS;
-    if (v != c) atomic_store_explicit(&depot_credit[npages], (uint16_t)v, memory_order_relaxed);
+    if (v != c) atomic_store_explicit(&depot_asks[npages].credit, (uint8_t)v, memory_order_relaxed);
     /* the first ask since the last decay writes without reading first
      * (the same zero-page reason as depot_asked's) */
-    if (first || !(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & asker_bit(cpu)))
-        atomic_fetch_or_explicit(&depot_askers[npages], asker_bit(cpu), memory_order_relaxed);
+    if (first || !(atomic_load_explicit(&depot_asks[npages].askers, memory_order_relaxed) & asker_bit(cpu)))
+        atomic_fetch_or_explicit(&depot_asks[npages].askers, asker_bit(cpu), memory_order_relaxed);
 }
 /* wanted's test without the lock and without taking a credit (false:
  * wanted would refuse); no read of the arrays before the first ask (their
  * zero page) */
 static bool may_be_wanted(int cpu, uint32_t npages) {
     return atomic_load_explicit(&depot_asked, memory_order_relaxed) &&
-           (atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & (uint8_t)~asker_bit(cpu)) &&
-           atomic_load_explicit(&depot_credit[npages], memory_order_relaxed);
+           (atomic_load_explicit(&depot_asks[npages].askers, memory_order_relaxed) & (uint8_t)~asker_bit(cpu)) &&
+           atomic_load_explicit(&depot_asks[npages].credit, memory_order_relaxed);
 }
 /* a put of a span of npages from pageset cpu may wait in the depot: take
  * a credit (its shard's lock held: the only taker) */
 static bool wanted(int cpu, uint32_t npages) {
-    if (!(atomic_load_explicit(&depot_askers[npages], memory_order_relaxed) & (uint8_t)~asker_bit(cpu))) return false;
-    if (!atomic_load_explicit(&depot_credit[npages], memory_order_relaxed)) return false;
-    atomic_fetch_sub_explicit(&depot_credit[npages], 1, memory_order_relaxed);
+    if (!(atomic_load_explicit(&depot_asks[npages].askers, memory_order_relaxed) & (uint8_t)~asker_bit(cpu))) return false;
+    if (!atomic_load_explicit(&depot_asks[npages].credit, memory_order_relaxed)) return false;
+    atomic_fetch_sub_explicit(&depot_asks[npages].credit, 1, memory_order_relaxed);
     return true;
 }
 static void asks_decay(void) {
@@ -971,11 +975,11 @@ static void asks_decay(void) {
     bool left = false;
     uint32_t top = atomic_load_explicit(&depot_ask_top, memory_order_relaxed);
     for (uint32_t n = 0; n < top; n++) {
-        uint16_t c = atomic_load_explicit(&depot_credit[n], memory_order_relaxed);
-        if (c) atomic_store_explicit(&depot_credit[n], (uint16_t)(c / 2), memory_order_relaxed);
+        uint8_t c = atomic_load_explicit(&depot_asks[n].credit, memory_order_relaxed);
+        if (c) atomic_store_explicit(&depot_asks[n].credit, (uint8_t)(c / 2), memory_order_relaxed);
         left |= c / 2 != 0;
-        if (atomic_load_explicit(&depot_askers[n], memory_order_relaxed))
-            atomic_store_explicit(&depot_askers[n], 0, memory_order_relaxed);
+        if (atomic_load_explicit(&depot_asks[n].askers, memory_order_relaxed))
+            atomic_store_explicit(&depot_asks[n].askers, 0, memory_order_relaxed);
     }
     if (left) atomic_store_explicit(&depot_asked, true, memory_order_relaxed); /* credits to halve */
 }
@@ -1120,7 +1124,7 @@ long zone_refill(int cpu, uint32_t npages, long n, struct span **out, struct spa
 
 /* A pageset's overflow (pageset index cpu; a list through ->next): into
  * the depot while it holds fewer than max_pages pages, its size has a free
- * slot and is wanted by another pageset (see depot_credit), one hold of
+ * slot and is wanted by another pageset (see depot_asks), one hold of
  * each shard's lock its sizes fall in; the rest to the free lists (one
  * zone-lock hold); exact: spans of the exact lists' sizes too (the
  * pageset's exact lists hit: its sizes repeat; spans of sizes that do not
