@@ -36,7 +36,6 @@ void folio_init(void) {
         classes_init();
         pageset_init();
         slab_init();
-        dense_init();
         heap_set_exit_hook(on_thread_exit);
         live_init();
         purge_register_bg_work(live_tick);

@@ -108,10 +108,6 @@ static inline bool in_use(const struct block *after) { return is_fence(after) ||
 static inline void set_pinuse(struct block *after) {
     if (!is_fence(after)) after->head |= PINUSE;
 }
-/* the last word of free block b, read by the block after it */
-static inline void set_footer(struct block *b, size_t size) {
-    if (!is_fence(block_at(b, size))) *(uint64_t *)((char *)b + size - 8) = size;
-}
 static void stat_add(_Atomic uint64_t *c, uint64_t v) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v, memory_order_relaxed);
 }
@@ -187,9 +183,11 @@ static struct block *best_block(size_t need) {
 static void block_make_free(struct block *b, size_t size) {
     b->head = size | PINUSE;
     b->tag = tag_base(b, size) ^ FREE_MARK;
-    set_footer(b, size);
     struct block *after = block_at(b, size);
-    if (!is_fence(after)) after->head &= ~(uint64_t)PINUSE;
+    if (!is_fence(after)) { /* the block after reads b's last word to merge; the fence reads nothing */
+        *(uint64_t *)((char *)after - 8) = size;
+        after->head &= ~(uint64_t)PINUSE;
+    }
     bins_insert(b, size);
 }
 /* b (free, off its bin) serves need bytes for bucket: the rest, if a block
@@ -296,16 +294,6 @@ static void close_for_good(void) {
     lock_release(&dense_lock);
     if (empty) region_give_back(empty);
 }
-/* Start-up: the dense heap's flags are first read, by dense_wants (a
- * mapping of the zero page), then written by the first dense_alloc (a
- * second fault, to copy it): written here first, their pages fault once. */
-void dense_init(void) {
-    if (opt.heap_dense_kib <= 0) return;
-    atomic_store_explicit(&dense_closed, false, memory_order_relaxed);
-    atomic_store_explicit(&dense_graduated[0], 0, memory_order_relaxed);
-    atomic_store_explicit(&dense_graduated[DENSE_BUCKETS - 1], 0, memory_order_relaxed);
-}
-
 bool dense_wants(size_t n) {
     /* closed first: a program with threads reads one line here */
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES && open_to_caller() &&

@@ -163,7 +163,6 @@ struct dense_stats {
     uint64_t graduated;                 /* sizes that left it for slabs or the page heap */
     uint64_t purged_bytes;              /* pages of free blocks of those sizes given back */
 };
-void dense_init(void);              /* start-up: writes its flags' pages first */
 bool dense_wants(size_t n);          /* n's size is still served dense (no lock: a hint) */
 void *dense_alloc(size_t n);         /* NULL: not served (its size left, or no room) */
 enum fault dense_free(const struct span *s, void *p); /* s: the region p points into */
