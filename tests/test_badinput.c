@@ -63,9 +63,10 @@ static void *free_in_thread(void *p)
 
 /* An address in the last page of the .bss of the object that holds folio's
  * free (the library, or this program when folio is linked in): a thread
- * with no slab looks an address up to 256 MiB past its no-arena objmap
- * (obj.h: ARENA_HINT_NONE, among the big tables at the end of the .bss) in
- * that all-zero table before it refuses it.  NULL: not found. */
+ * with no slab looked an address up to 256 MiB past its no-arena objmap
+ * (an all-zero table among the big ones at the end of the .bss) before it
+ * refused it; the hint is a non-canonical constant now (obj.h,
+ * ARENA_HINT_NONE), and the case stays.  NULL: not found. */
 static char *bss_last_page(void)
 {
     Dl_info info;

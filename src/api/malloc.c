@@ -223,8 +223,8 @@ EXPORT void API(free)(void *p) {
     uintptr_t a = (uintptr_t)p;
     struct heap *h = tl_heap;
     /* p lies in the arena of the heap's last new slab (not for p == NULL:
-     * no arena at 0), so its word is mapped (for a heap with no slab, a
-     * word of no_arena_objmap: 0).  Elsewhere (another thread's object or
+     * no arena at 0), so its word is mapped (for a heap with no slab, no
+     * canonical address is near the hint: obj.h, ARENA_HINT_NONE).  Elsewhere (another thread's object or
      * arena) the span says whose it is, with no word read first.  One
      * subtraction tests the arena and gives the word's index. */
     uintptr_t base = h->arena_hint, off = a - base;

@@ -26,8 +26,9 @@
 
 #define BG_MAX 72 /* the purger and up to 64 clearing helpers */
 
-/* mk/layout.ld starts the FORK_STATE section on a page, which it fits */
-static FORK_STATE _Atomic int bg_tids[BG_MAX];
+/* Not FORK_STATE: a fork child resets these only where a thread started
+ * (FORK_RESET writes no zero over a zero), and the fork page holds .data. */
+static _Atomic int bg_tids[BG_MAX];
 
 /* Stacks for the first BG_STACKS threads (the purger and the default
  * clearing helpers), in folio's own image: glibc maps a stack and protects
@@ -50,7 +51,7 @@ static char bg_stacks[BG_STACKS][BG_STACK_SIZE] __attribute__((aligned(4096)));
  * written by the starting thread: faulted in at the start, in a program's
  * warm-up, not at the first publish, a second later in its steady state */
 #define BG_STACK_PREFAULT (16 * 1024)
-static FORK_STATE _Atomic int bg_stacks_used;
+static _Atomic int bg_stacks_used;
 static _Atomic bool bg_refused;
 
 static int create(pthread_t *t, void *(*fn)(void *), void *arg, void *stack) {

@@ -309,7 +309,9 @@ _Static_assert(offsetof(struct heap, bins) == CACHELINE && sizeof(struct bin) ==
  * no slab is heap_none's, so a slab whose owner is tl_heap is the calling
  * thread's (a span that is no slab has no owner). */
 extern __thread struct heap *tl_heap __attribute__((tls_model("initial-exec")));
-extern struct heap heap_none;
+extern const struct heap heap_none;
+/* heap_none as tl_heap holds it (never written through: it is read-only) */
+#define HEAP_NONE ((struct heap *)&heap_none)
 extern INTERNAL uint64_t slab_secret; /* keys the free-list links and free tags (slab_init) */
 
 /* A heap's counters are written by its thread alone and read by others (the
@@ -361,7 +363,7 @@ static inline void cache_high_init(struct cache_high *c, long high) {
 void heap_count_large_shared(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages);
 static inline void heap_count_large(uint64_t allocs, uint64_t bytes, uint64_t frees, uint64_t pages) {
     struct heap *h = tl_heap;
-    if (likely(h != &heap_none)) {
+    if (likely(h != HEAP_NONE)) {
         HEAP_COUNT(h->large_allocs, allocs);
         HEAP_COUNT(h->large_bytes, bytes);
         HEAP_COUNT(h->large_frees, frees);
@@ -374,7 +376,7 @@ extern struct heap heap_abandoned;
 /* the calling thread's heap, or NULL */
 static inline struct heap *heap_current(void) {
     struct heap *h = tl_heap;
-    return h == &heap_none ? NULL : h;
+    return h == HEAP_NONE ? NULL : h;
 }
 void slab_init(void);
 _Noreturn void slab_bad_free(const void *p);
@@ -473,11 +475,13 @@ static inline bool small_is_freed(const void *p) {
 #define OBJMAP_ID_MAX 0x7ffeu
 #define OBJMAP_ID_NONE 0xffffu /* no word holds it: heap_none, heaps past the max (heap_abandoned: 0) */
 /* A heap with no slab yet: free() takes an address less than ARENA_ALIGN
- * past arena_hint for one of its arena's and reads its objmap word; past
- * this one, the word is no_arena_objmap's, all zero (no heap's id), so the
- * address goes the span's way, whatever it is (a garbage pointer too). */
-extern _Atomic uint32_t no_arena_objmap[ARENA_PAGES];
-#define ARENA_HINT_NONE ((uintptr_t)no_arena_objmap - ARENA_OBJMAP_OFFSET)
+ * past arena_hint for one of its arena's and reads its objmap word.  This
+ * hint's range is non-canonical (bits 62 up, on 4- and 5-level page
+ * tables alike), where no pointer a program holds can be, so every address
+ * goes the span's way; and it is a constant, not an address in the library
+ * that ld.so must relocate (heap_none then has none, and is read-only
+ * data that no process copies). */
+#define ARENA_HINT_NONE ((uintptr_t)1 << 62)
 static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, bool carved) {
     return id ? id | (carved ? OBJMAP_CARVED : 0) | (uint32_t)cls << 16 | page << 24 : 0;
 }

@@ -11,12 +11,14 @@
 static struct span span_empty; /* every bin's cur when it has none: free == NULL */
 /* no thread's.  Its bins' cur stay NULL: heap_current() is NULL for it, so
  * no slow path reads them, and 73 pointers to span_empty were relocations
- * that made every process copy two pages of .data at load. */
-struct heap heap_none = {.objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE};
-/* 256 KiB no page of which is written (read at most, by a garbage pointer's
- * free in a thread with no slab): mk/layout.ld puts it with the big tables */
-_Atomic uint32_t no_arena_objmap[ARENA_PAGES];
-__thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = &heap_none;
+ * that made every process copy two pages of .data at load.  Nothing writes
+ * it and nothing relocates it (ARENA_HINT_NONE is a constant), so it is
+ * read-only data: mk/layout.ld puts it after the dynamic symbols, whose
+ * first read by ld.so maps it too (fault-around), where in .data its two
+ * pages were a copy and a read fault in every process. */
+__attribute__((section(".rodata.heap_none")))
+const struct heap heap_none = {.objmap_id = OBJMAP_ID_NONE, .arena_hint = ARENA_HINT_NONE};
+__thread struct heap *tl_heap __attribute__((tls_model("initial-exec"))) = HEAP_NONE;
 struct heap heap_abandoned; /* owner of abandoned slabs: never a thread's heap (its objmap_id 0: no word) */
 static uint32_t heap_ids; /* heaps made so far (heap_lock): the next one's objmap id */
 
@@ -987,7 +989,7 @@ static void heap_abandon(struct heap *h) {
 static void heap_thread_exit(void *arg) {
     struct heap *h = arg;
     if (h && tl_heap == h) {
-        tl_heap = &heap_none;
+        tl_heap = HEAP_NONE;
         heap_abandon(h);
     }
     if (exit_hook) exit_hook();
