@@ -79,6 +79,10 @@ static FORK_STATE struct zone {
      * large block's free and malloc read it (bigcache's small_heap), while
      * the copies above change with nearly every hold */
     _Alignas(CACHELINE) _Atomic uint64_t chunks_pub;
+    /* a batch reserved while the fresh one still had descriptors: taken
+     * whole when that one is used up (desc_reserve) */
+    struct span *desc_next;
+    uint32_t desc_next_n;
 } zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
 
 static void zone_lock(void) {
@@ -118,30 +122,47 @@ static void zone_unlock(void) {
  * batch's untouched tail (desc_fresh), in order, so a reserve touches no
  * page: a small program writes the few descriptors it uses (its first
  * chunk's), not the 30 its first reserve asks for (two pages, where it now
- * writes one).  Fresh memory is zero: kind SPAN_UNUSED. */
+ * writes one).  A reserve that the pool and the fresh tail cannot cover
+ * sets a new batch aside (desc_next), taken when the tail is used up: the
+ * tail is not linked into the pool, which wrote every one of its
+ * descriptors (the batch's second page in git status, which then used the
+ * pool's last-linked ones first).  Fresh memory is zero: kind SPAN_UNUSED. */
 #define DESC_BATCH 32 /* one batch holds the heap's first reserve (chunk_grow's 30) */
+static void desc_put(struct span *d);
 static bool desc_reserve(uint32_t n) {
-    while (zone.desc_pool_n + zone.desc_fresh_n < n) {
+    while (zone.desc_pool_n + zone.desc_fresh_n + zone.desc_next_n < n) {
         struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
         if (!batch) return false;
-        while (zone.desc_fresh_n) { /* the old batch's tail joins the list (it is next to the last used) */
-            struct span *d = zone.desc_fresh++;
-            zone.desc_fresh_n--;
-            d->next = zone.desc_pool;
-            zone.desc_pool = d;
-            zone.desc_pool_n++;
+        if (zone.desc_next_n) { /* a reserve above DESC_BATCH: none asks that many now */
+            while (zone.desc_fresh_n) {
+                zone.desc_fresh_n--;
+                desc_put(zone.desc_fresh++);
+            }
+            zone.desc_fresh = zone.desc_next;
+            zone.desc_fresh_n = zone.desc_next_n;
+            zone.desc_next_n = 0;
         }
-        zone.desc_fresh = batch;
-        zone.desc_fresh_n = DESC_BATCH;
+        if (!zone.desc_fresh_n) {
+            zone.desc_fresh = batch;
+            zone.desc_fresh_n = DESC_BATCH;
+        } else {
+            zone.desc_next = batch;
+            zone.desc_next_n = DESC_BATCH;
+        }
     }
     return true;
 }
 static struct span *desc_get(void) {
-    struct span *d = zone.desc_pool; /* desc_reserve guaranteed one, here or fresh */
+    struct span *d = zone.desc_pool; /* desc_reserve guaranteed one: here, fresh or set aside */
     if (d) {
         zone.desc_pool = d->next;
         zone.desc_pool_n--;
         return d;
+    }
+    if (!zone.desc_fresh_n) {
+        zone.desc_fresh = zone.desc_next;
+        zone.desc_fresh_n = zone.desc_next_n;
+        zone.desc_next_n = 0;
     }
     zone.desc_fresh_n--;
     return zone.desc_fresh++;
