@@ -611,7 +611,11 @@ static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
         if (!(e->drained[n / 64] & bit) || (e->misses_win > 4 && e->hits_win * 2 < e->misses_win)) return NULL;
         e->drained[n / 64] &= ~bit;
         long grow = ps->batch > (long)n ? ps->batch : (long)n;
-        e->high = e->high + grow < ps->high_max ? e->high + grow : ps->high_max;
+        /* up to high_max, never down to it: high_max may have fallen below
+         * what the lists hold (a smaller zone, more pagesets in use), and
+         * the bound then stays to decay as usual */
+        long raised = e->high + grow < ps->high_max ? e->high + grow : ps->high_max;
+        if (raised > e->high) e->high = raised;
         e->grew = true;
         bool below_high = pressure_state() != 0;
         size_limits(ps, zone_size_pages());

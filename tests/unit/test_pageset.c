@@ -330,6 +330,41 @@ int main(void) {
         page_free(p32);
         EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants after near fits");
         pageset_drain_all();
+        /* the lists' bound never falls below what they hold on a miss: a
+         * miss for a drained size raises it (by a batch, up to high_max),
+         * and when high_max has fallen since (a smaller zone, more
+         * pagesets in use) it stays where it is, to decay as usual; set to
+         * high_max, it was below the pages the lists held, which a debug
+         * build's invariant check reports (a stress run of session 25
+         * failed on that check once, in 540 runs; this is the one way to
+         * it found) */
+        pageset_force_sizing(2, 1l << 22);
+        static struct span *sp[2][60];
+        for (int r = 0; r < 12; r++) {
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 60; i++) EXPECT(sp[k][i] = page_alloc(k ? 13 : 9, 1), "%d pages", k ? 13 : 9);
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 60; i++) page_free(sp[k][i]);
+        }
+        struct pageset_stats z0 = st();
+        EXPECT(z0.count > 4 * z0.batch, "the exact lists hold %ld pages, not above 4 batches", z0.count);
+        pageset_decay_on(0); /* a new window, in which a miss may grow the bound */
+        pageset_force_sizing(256, 1); /* a small zone split 256 ways: high_max falls to high_min */
+        struct span *one = pageset_alloc_on(0, 0); /* a refill, which applies it */
+        EXPECT(one && st().high_max == st().high_min, "high_max %ld after the zone shrank (high_min %ld)",
+               st().high_max, st().high_min);
+        int taken9 = 0;
+        struct pageset_stats z1 = st();
+        while (taken9 < 60 && st().exact_misses == z1.exact_misses) EXPECT(sp[0][taken9++] = page_alloc(9, 1), "9 pages");
+        struct pageset_stats z2 = st();
+        EXPECT(pageset_check() == 0, "pageset invariants after a miss with high_max fallen (held %ld pages, "
+               "then %ld; high_max %ld -> %ld; %d spans of 9 pages taken)", z0.count, z2.count, z0.high_max,
+               z2.high_max, taken9);
+        while (taken9) page_free(sp[0][--taken9]);
+        pageset_free_on(0, one, 0);
+        EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants after the frees");
+        pageset_drain_all();
+        pageset_force_sizing(2, 0);
     } else {
         puts("SKIP exact lists: cannot run on pageset 0's CPU");
     }
