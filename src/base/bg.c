@@ -26,8 +26,8 @@
 
 #define BG_MAX 72 /* the purger and up to 64 clearing helpers */
 
-/* Not FORK_STATE: a fork child resets these only where a thread started
- * (FORK_RESET writes no zero over a zero), and the fork page holds .data. */
+/* Not FORK_STATE: a fork child resets these only where a thread was
+ * started (bg_after_fork_child), and the fork page holds .data now. */
 static _Atomic int bg_tids[BG_MAX];
 
 /* Stacks for the first BG_STACKS threads (the purger and the default
@@ -110,8 +110,13 @@ void bg_leave(void) {
 
 bool bg_program_gone(void) { return os_other_threads_alive(bg_tids, BG_MAX) == 0; }
 
+/* A parent that never had another thread (glibc's single-threaded flag,
+ * cleared by the first pthread_create, ours included) started none of
+ * ours: nothing to reset, and the page these variables share is not even
+ * read (a zero-page fault in every fork child of a small program). */
 void bg_after_fork_child(bool parent_had_threads) {
-    if (parent_had_threads) FORK_RESET(bg_refused, true);
+    if (!parent_had_threads) return;
+    FORK_RESET(bg_refused, true);
     FORK_RESET(bg_stacks_used, 0);
     for (int i = 0; i < BG_MAX; i++) FORK_RESET(bg_tids[i], 0);
 }
