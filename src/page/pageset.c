@@ -71,7 +71,9 @@
  * one without walking 512 heads.  Allocated on a pageset's first such free
  * (most programs never make one). */
 struct exact_lists {
-    struct span *head[CHUNK_PAGES], *tail[CHUNK_PAGES];
+    /* the counts and bits every push and pop writes first, then each
+     * size's head and tail together: a free of one size writes one or two
+     * pages of the table (8.4 KiB), not three or four */
     uint64_t nonempty[CHUNK_PAGES / 64];
     uint64_t drained[CHUNK_PAGES / 64]; /* sizes drained to the zone since their last miss */
     uint32_t cursor; /* the drain's next page count */
@@ -83,6 +85,9 @@ struct exact_lists {
     long pages, high;
     uint64_t hits_win, misses_win; /* since the last decay */
     bool grew;                     /* since the last decay */
+    struct {
+        struct span *head, *tail;
+    } list[CHUNK_PAGES];
 };
 
 struct pageset {
@@ -439,10 +444,10 @@ static void exact_push(struct pageset *ps, struct exact_lists *e, struct span *s
     span_set_kind(s, SPAN_PCP_FREE);
     s->order = (uint8_t)exact_order(n);
     s->prev = NULL;
-    s->next = e->head[n];
-    if (e->head[n]) e->head[n]->prev = s;
-    else e->tail[n] = s;
-    e->head[n] = s;
+    s->next = e->list[n].head;
+    if (e->list[n].head) e->list[n].head->prev = s;
+    else e->list[n].tail = s;
+    e->list[n].head = s;
     e->nonempty[n / 64] |= 1ull << (n % 64);
     e->pages += n;
     ps->count += n;
@@ -450,10 +455,10 @@ static void exact_push(struct pageset *ps, struct exact_lists *e, struct span *s
 static void exact_unlink(struct pageset *ps, struct exact_lists *e, struct span *s) {
     uint32_t n = s->npages;
     if (s->prev) s->prev->next = s->next;
-    else e->head[n] = s->next;
+    else e->list[n].head = s->next;
     if (s->next) s->next->prev = s->prev;
-    else e->tail[n] = s->prev;
-    if (!e->head[n]) e->nonempty[n / 64] &= ~(1ull << (n % 64));
+    else e->list[n].tail = s->prev;
+    if (!e->list[n].head) e->nonempty[n / 64] &= ~(1ull << (n % 64));
     e->pages -= n;
     ps->count -= n;
 }
@@ -468,7 +473,7 @@ static struct span *exact_pop_next(struct pageset *ps) {
         if (k == 0) bits &= ~0ull << (e->cursor % 64);
         if (!bits) continue;
         uint32_t n = w * 64 + (uint32_t)__builtin_ctzll(bits);
-        struct span *s = e->tail[n];
+        struct span *s = e->list[n].tail;
         exact_unlink(ps, e, s);
         e->drained[n / 64] |= 1ull << (n % 64);
         e->cursor = (n + 1) % CHUNK_PAGES;
@@ -589,12 +594,12 @@ static uint32_t exact_near(const struct exact_lists *e, uint32_t n) {
  * size, still in cache; else of the nearest size up, exact_near), or NULL. */
 static struct span *exact_alloc_on(struct pageset *ps, uint32_t n) {
     struct exact_lists *e = ps->exact;
-    struct span *s = e ? e->head[n] : NULL;
+    struct span *s = e ? e->list[n].head : NULL;
     note_use(ps);
     ps->free_count >>= 1;
     uint32_t near = !s && e ? exact_near(e, n) : 0;
     if (near) {
-        s = e->head[near];
+        s = e->list[near].head;
         ps->exact_near_hits++;
     }
     /* a miss for a size this pageset drained (it could not hold it) grows
@@ -985,7 +990,7 @@ static size_t check_one(struct pageset *ps) {
     bad += chunks != ps->nr_chunks;
     struct exact_lists *e = ps->exact;
     for (uint32_t n = 1; e && n < CHUNK_PAGES; n++) {
-        struct span *prev = NULL, *s = e->head[n];
+        struct span *prev = NULL, *s = e->list[n].head;
         for (long k = 0; s; prev = s, s = s->next) {
             if (++k > (1l << 30)) return bad + 1; /* a cycle */
             bad += span_kind(s) != SPAN_PCP_FREE || s->npages != n || s->order != exact_order(n);
@@ -995,13 +1000,13 @@ static size_t check_one(struct pageset *ps) {
             bad += s->prev != prev;
             pages += n;
         }
-        bad += e->tail[n] != prev;
-        bad += !!(e->nonempty[n / 64] & (1ull << (n % 64))) != (e->head[n] != NULL);
+        bad += e->list[n].tail != prev;
+        bad += !!(e->nonempty[n / 64] & (1ull << (n % 64))) != (e->list[n].head != NULL);
     }
     if (e) {
         long listed = 0;
         for (uint32_t n = 1; n < CHUNK_PAGES; n++)
-            for (struct span *s = e->head[n]; s; s = s->next) listed += n;
+            for (struct span *s = e->list[n].head; s; s = s->next) listed += n;
         bad += listed != e->pages || e->pages > e->high;
     }
     bad += pages + chunks * (long)CHUNK_PAGES != ps->count;
