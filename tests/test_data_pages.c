@@ -18,6 +18,9 @@
  * this bound was four; until session 25 .data (with heap_none, read-only
  * data now) and folio_fork were a page each, and it was three.
  *
+ * A fork child that runs the same program then touches no page of that
+ * segment its parent had not (check_fork_child).
+ *
  * The program does what a small one does (malloc and free of a few sizes,
  * a calloc, free(NULL), a stdio buffer), run again with the FOLIO_*
  * variables cleared and FOLIO_LIVE=0, then reads its page table over the
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -79,6 +83,69 @@ static int find_data(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+#define MAX_SEG_PAGES 4096 /* the segment's pages looked at (16 MiB) */
+
+/* The pages of [start, end) present in this process's page table and not
+ * file pages: written (a private copy), .bss, or a zero page mapped by a
+ * read.  -1: pagemap unreadable. */
+static int present_pages(const struct seg *seg, unsigned char *bits)
+{
+    int pm = open("/proc/self/pagemap", O_RDONLY);
+    if (pm < 0)
+        return -1;
+    int n = 0;
+    unsigned long first = seg->start & ~4095ul;
+    for (unsigned long a = first; a < seg->end && (a - first) / 4096 < MAX_SEG_PAGES; a += 4096) {
+        uint64_t e = 0;
+        if (pread(pm, &e, sizeof e, (off_t)(a / 4096 * 8)) != (ssize_t)sizeof e) {
+            close(pm);
+            return -1;
+        }
+        unsigned long i = (a - first) / 4096;
+        bits[i] = (e >> 63) && !(e >> 61 & 1);
+        n += bits[i];
+    }
+    close(pm);
+    return n;
+}
+
+/* A fork child of this single-threaded program that runs the same small
+ * program must touch no page of folio's data that the parent had not: its
+ * fork handlers and first calls find everything where the parent left it
+ * (from d217802 to 9fc4039 a child read the background threads' page,
+ * which the parent never had: a fault in every fork child of a shell).  The
+ * child's count of such pages is its exit status. */
+static void check_fork_child(const struct seg *seg)
+{
+    static unsigned char parent[MAX_SEG_PAGES], child[MAX_SEG_PAGES];
+    if (present_pages(seg, parent) < 0)
+        return;
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        small_program();
+        if (present_pages(seg, child) < 0)
+            _exit(255);
+        int extra = 0;
+        unsigned long first = seg->start & ~4095ul;
+        for (unsigned long i = 0; i < MAX_SEG_PAGES && first + i * 4096 < seg->end; i++)
+            if (child[i] && !parent[i]) {
+                fprintf(stderr, "  fork child: page %#lx of libfolio.so's data, which the parent never touched\n",
+                        first + i * 4096 - seg->lib);
+                extra++;
+            }
+        _exit(extra > 250 ? 250 : extra);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st), "the fork child did not exit normally");
+    CHECK(WEXITSTATUS(st) != 255, "the fork child could not read its pagemap");
+    CHECK(WEXITSTATUS(st) == 0,
+          "a fork child touched %d pages of libfolio.so's data that its single-threaded parent had not",
+          WEXITSTATUS(st));
+    NOTE("fork child: no page of libfolio.so's data beyond its parent's");
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -117,5 +184,6 @@ int main(int argc, char **argv)
           "a variable a small program uses is not in mk/layout.ld's .bss.folio_hot (`nm -n "
           "build/libfolio.so` names what is there)",
           present, MAX_PAGES, where);
+    check_fork_child(&seg);
     return 0;
 }
