@@ -66,6 +66,14 @@ static uint64_t meta_resident, unmapped_resident;
 enum { OWN_LIVE, OWN_DEAD, OWN_ABANDONED, OWN_FLOATING, OWNS };
 static const char *const own_name[OWNS] = {"live heaps'", "exited heaps'", "abandoned", "floating"};
 static uint64_t remote_bytes[OWNS], remote_slabs[OWNS];
+/* the floating slabs by what their remote lists wait for: a push took the
+ * slab (queued for its owner, or on its way to the abandoned lists), the
+ * list reached the bar at which a push takes it but no push has come
+ * since, or it is below the bar */
+enum { FLOAT_TAKEN, FLOAT_AT_BAR, FLOAT_BELOW, FLOATS };
+static const char *const float_name[FLOATS] = {"taken by a push", "at or past the bar, untaken",
+                                               "below the bar"};
+static uint64_t float_bytes[FLOATS], float_slabs[FLOATS];
 
 /* zone.c's chunk types (its private enum: CHUNK_SMALL 0, CHUNK_LARGE 1,
  * CHUNK_MEDIUM 2), by what sizes a chunk was split for; a head with any
@@ -117,6 +125,12 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
                          : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? OWN_LIVE : OWN_DEAD;
             remote_bytes[w] += (uint64_t)slab_remote_count(tf) * s->obj_size;
             remote_slabs[w]++;
+            if (w == OWN_FLOATING) {
+                unsigned f = (tf & SLAB_TAKEN) ? FLOAT_TAKEN
+                             : slab_remote_count(tf) >= slab_float_bar(s) ? FLOAT_AT_BAR : FLOAT_BELOW;
+                float_bytes[f] += (uint64_t)slab_remote_count(tf) * s->obj_size;
+                float_slabs[f]++;
+            }
         }
         p += n;
     }
@@ -169,6 +183,8 @@ static void census_write(FILE *out) {
     meta_resident = unmapped_resident = 0;
     memset(remote_bytes, 0, sizeof remote_bytes);
     memset(remote_slabs, 0, sizeof remote_slabs);
+    memset(float_bytes, 0, sizeof float_bytes);
+    memset(float_slabs, 0, sizeof float_slabs);
     census_arenas(out);
     uint64_t total = meta_resident + unmapped_resident;
     fprintf(out, "\n%-10s %7s %8s %9s\n", "kind", "spans", "pages", "resident");
@@ -200,6 +216,9 @@ static void census_write(FILE *out) {
     for (unsigned w = 0; w < OWNS; w++)
         fprintf(out, "  of which freed by other threads, not yet collected: %lu KiB in %s slabs (%lu slabs)\n",
                 (unsigned long)(remote_bytes[w] / 1024), own_name[w], (unsigned long)remote_slabs[w]);
+    for (unsigned f = 0; f < FLOATS; f++)
+        fprintf(out, "    floating, %s: %lu KiB (%lu slabs)\n", float_name[f], (unsigned long)(float_bytes[f] / 1024),
+                (unsigned long)float_slabs[f]);
 }
 
 /* The peak mode (CENSUS_PEAK_MS=N): a detached thread reads the process's
