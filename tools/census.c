@@ -70,9 +70,11 @@ static uint64_t remote_bytes[OWNS], remote_slabs[OWNS];
  * slab (queued for its owner, or on its way to the abandoned lists), the
  * list reached the bar at which a push takes it but no push has come
  * since, or it is below the bar */
-enum { FLOAT_TAKEN, FLOAT_AT_BAR, FLOAT_BELOW, FLOATS };
-static const char *const float_name[FLOATS] = {"taken by a push", "at or past the bar, untaken",
-                                               "below the bar"};
+enum { FLOAT_TAKEN_LIVE, FLOAT_TAKEN_HANDED, FLOAT_TAKEN_DEAD, FLOAT_AT_BAR, FLOAT_BELOW, FLOATS };
+static const char *const float_name[FLOATS] = {"taken by a push, its owner live (rescue slots)",
+                                               "taken by a push, handed on (abandoned lists)",
+                                               "taken by a push, its owner exited",
+                                               "at or past the bar, untaken", "below the bar"};
 static uint64_t float_bytes[FLOATS], float_slabs[FLOATS];
 
 /* zone.c's chunk types (its private enum: CHUNK_SMALL 0, CHUNK_LARGE 1,
@@ -126,8 +128,10 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
             remote_bytes[w] += (uint64_t)slab_remote_count(tf) * s->obj_size;
             remote_slabs[w]++;
             if (w == OWN_FLOATING) {
-                unsigned f = (tf & SLAB_TAKEN) ? FLOAT_TAKEN
-                             : slab_remote_count(tf) >= slab_float_bar(s) ? FLOAT_AT_BAR : FLOAT_BELOW;
+                unsigned f = !(tf & SLAB_TAKEN)                          ? (slab_remote_count(tf) >= slab_float_bar(s) ? FLOAT_AT_BAR : FLOAT_BELOW)
+                             : o && o->objmap_id == 0                    ? FLOAT_TAKEN_HANDED
+                             : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? FLOAT_TAKEN_LIVE
+                                                                         : FLOAT_TAKEN_DEAD;
                 float_bytes[f] += (uint64_t)slab_remote_count(tf) * s->obj_size;
                 float_slabs[f]++;
             }
