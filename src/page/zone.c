@@ -128,27 +128,19 @@ static void zone_unlock(void) {
  * descriptors (the batch's second page in git status, which then used the
  * pool's last-linked ones first).  Fresh memory is zero: kind SPAN_UNUSED. */
 #define DESC_BATCH 32 /* one batch holds the heap's first reserve (chunk_grow's 30) */
-static void desc_put(struct span *d);
+/* No reserve asks for more than a batch (chunk_grow's is the largest,
+ * asserted there), so when the pool and the fresh tail fall short nothing
+ * is set aside yet, and one batch covers the reserve. */
 static bool desc_reserve(uint32_t n) {
-    while (zone.desc_pool_n + zone.desc_fresh_n + zone.desc_next_n < n) {
-        struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
-        if (!batch) return false;
-        if (zone.desc_next_n) { /* a reserve above DESC_BATCH: none asks that many now */
-            while (zone.desc_fresh_n) {
-                zone.desc_fresh_n--;
-                desc_put(zone.desc_fresh++);
-            }
-            zone.desc_fresh = zone.desc_next;
-            zone.desc_fresh_n = zone.desc_next_n;
-            zone.desc_next_n = 0;
-        }
-        if (!zone.desc_fresh_n) {
-            zone.desc_fresh = batch;
-            zone.desc_fresh_n = DESC_BATCH;
-        } else {
-            zone.desc_next = batch;
-            zone.desc_next_n = DESC_BATCH;
-        }
+    if (zone.desc_pool_n + zone.desc_fresh_n + zone.desc_next_n >= n) return true;
+    struct span *batch = meta_alloc(sizeof(struct span) * DESC_BATCH);
+    if (!batch) return false;
+    if (!zone.desc_fresh_n) {
+        zone.desc_fresh = batch;
+        zone.desc_fresh_n = DESC_BATCH;
+    } else {
+        zone.desc_next = batch;
+        zone.desc_next_n = DESC_BATCH;
     }
     return true;
 }
@@ -489,6 +481,7 @@ static void depot_release_list(struct span *list, uint64_t before);
 /* Descriptors chunk_add may use: the blocks of a metadata chunk's free part
  * (pages ARENA_META_PAGES..511: one per set bit of 512 - ARENA_META_PAGES, at most 9). */
 #define CHUNK_ADD_DESCS 10
+_Static_assert(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2 <= DESC_BATCH, "a batch covers any reserve (desc_reserve)");
 
 /* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
  * descriptors reserved).  An arena's first chunk is entered (arena_enter)
