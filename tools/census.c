@@ -70,12 +70,20 @@ static uint64_t remote_bytes[OWNS], remote_slabs[OWNS];
  * slab (queued for its owner, or on its way to the abandoned lists), the
  * list reached the bar at which a push takes it but no push has come
  * since, or it is below the bar */
-enum { FLOAT_TAKEN_LIVE, FLOAT_TAKEN_HANDED, FLOAT_TAKEN_DEAD, FLOAT_AT_BAR, FLOAT_BELOW, FLOATS };
+enum { FLOAT_TAKEN_LIVE, FLOAT_TAKEN_DEAD, FLOAT_TAKEN_HANDED, FLOAT_AT_BAR, FLOAT_BELOW, FLOATS };
 static const char *const float_name[FLOATS] = {"taken by a push, its owner live (rescue slots)",
-                                               "taken by a push, handed on (abandoned lists)",
                                                "taken by a push, its owner exited",
+                                               "taken by a push, handed on (abandoned lists)",
                                                "at or past the bar, untaken", "below the bar"};
 static uint64_t float_bytes[FLOATS], float_slabs[FLOATS];
+_Static_assert(OWN_LIVE == 0 && FLOAT_TAKEN_DEAD == FLOAT_TAKEN_LIVE + OWN_DEAD &&
+                   FLOAT_TAKEN_HANDED == FLOAT_TAKEN_LIVE + OWN_ABANDONED,
+               "a taken floating slab's row is FLOAT_TAKEN_LIVE + its owner's kind");
+/* a slab's owner: heap_abandoned (the only heap with id 0), a live
+ * thread's heap, or an exited one's */
+static unsigned owner_kind(const struct heap *o) {
+    return o && o->objmap_id == 0 ? OWN_ABANDONED : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? OWN_LIVE : OWN_DEAD;
+}
 
 /* zone.c's chunk types (its private enum: CHUNK_SMALL 0, CHUNK_LARGE 1,
  * CHUNK_MEDIUM 2), by what sizes a chunk was split for; a head with any
@@ -123,16 +131,14 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
             by_class[cl].size = s->obj_size;
             uintptr_t tf = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
             const struct heap *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-            unsigned w = (tf & SLAB_FLOATING) ? OWN_FLOATING : o && o->objmap_id == 0 ? OWN_ABANDONED /* heap_abandoned: the only heap with id 0 */
-                         : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? OWN_LIVE : OWN_DEAD;
-            remote_bytes[w] += (uint64_t)slab_remote_count(tf) * s->obj_size;
+            unsigned w = (tf & SLAB_FLOATING) ? OWN_FLOATING : owner_kind(o);
+            uint64_t remote = (uint64_t)slab_remote_count(tf) * s->obj_size;
+            remote_bytes[w] += remote;
             remote_slabs[w]++;
             if (w == OWN_FLOATING) {
-                unsigned f = !(tf & SLAB_TAKEN)                          ? (slab_remote_count(tf) >= slab_float_bar(s) ? FLOAT_AT_BAR : FLOAT_BELOW)
-                             : o && o->objmap_id == 0                    ? FLOAT_TAKEN_HANDED
-                             : o && __atomic_load_n(&o->live, __ATOMIC_RELAXED) ? FLOAT_TAKEN_LIVE
-                                                                         : FLOAT_TAKEN_DEAD;
-                float_bytes[f] += (uint64_t)slab_remote_count(tf) * s->obj_size;
+                unsigned f = (tf & SLAB_TAKEN) ? FLOAT_TAKEN_LIVE + owner_kind(o)
+                             : slab_remote_count(tf) >= slab_float_bar(s) ? FLOAT_AT_BAR : FLOAT_BELOW;
+                float_bytes[f] += remote;
                 float_slabs[f]++;
             }
         }
