@@ -87,7 +87,9 @@ static int find_data(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* The pages of [start, end) present in this process's page table and not
  * file pages: written (a private copy), .bss, or a zero page mapped by a
- * read.  -1: pagemap unreadable. */
+ * read; pages of the file that fault-around mapped along with one read
+ * cost no fault of their own and are not counted.  -1: no pagemap to
+ * open, -2: a read of it failed. */
 static int present_pages(const struct seg *seg, unsigned char *bits)
 {
     int pm = open("/proc/self/pagemap", O_RDONLY);
@@ -99,7 +101,7 @@ static int present_pages(const struct seg *seg, unsigned char *bits)
         uint64_t e = 0;
         if (pread(pm, &e, sizeof e, (off_t)(a / 4096 * 8)) != (ssize_t)sizeof e) {
             close(pm);
-            return -1;
+            return -2;
         }
         unsigned long i = (a - first) / 4096;
         bits[i] = (e >> 63) && !(e >> 61 & 1);
@@ -158,25 +160,20 @@ int main(int argc, char **argv)
     if (!seg.lib)
         SKIP("folio is not libfolio.so in this build (linked statically)");
 
-    int pm = open("/proc/self/pagemap", O_RDONLY);
-    if (pm < 0)
-        SKIP("cannot read /proc/self/pagemap");
-    unsigned present = 0;
+    CHECK(((seg.end - (seg.start & ~4095ul)) + 4095) / 4096 <= MAX_SEG_PAGES,
+          "libfolio.so's writable segment is larger than the %d pages this test reads", MAX_SEG_PAGES);
+    static unsigned char written[MAX_SEG_PAGES];
+    int n = present_pages(&seg, written);
+    if (n == -1)
+        SKIP("cannot open /proc/self/pagemap");
+    CHECK(n >= 0, "pagemap");
+    unsigned present = (unsigned)n;
     char where[400] = "";
     size_t used = 0;
-    for (unsigned long a = seg.start & ~4095ul; a < seg.end; a += 4096) {
-        uint64_t e = 0;
-        CHECK(pread(pm, &e, sizeof e, (off_t)(a / 4096 * 8)) == (ssize_t)sizeof e, "pagemap");
-        /* present, and private anonymous: written (a copy of the file's
-         * page) or .bss; pages of the file that fault-around mapped along
-         * with one read cost no fault of their own */
-        if (!(e >> 63) || (e >> 61 & 1))
-            continue;
-        present++;
-        if (used + 24 < sizeof where)
-            used += (size_t)snprintf(where + used, sizeof where - used, " %#lx", a - seg.lib);
-    }
-    close(pm);
+    unsigned long first = seg.start & ~4095ul;
+    for (unsigned long i = 0; first + i * 4096 < seg.end; i++)
+        if (written[i] && used + 24 < sizeof where)
+            used += (size_t)snprintf(where + used, sizeof where - used, " %#lx", first + i * 4096 - seg.lib);
     NOTE("libfolio.so data: %u pages written (at%s in the library)", present, where);
     CHECK(present > 0, "no page of libfolio.so's data written: is pagemap telling the truth?");
     CHECK(present <= MAX_PAGES,
