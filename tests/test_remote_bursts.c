@@ -17,7 +17,14 @@
  * 3. The same for large blocks: 30 bursts of 40 blocks of 48 KiB, each
  *    freed whole, are served from the thread's own cache of freed large
  *    blocks (heap_big_cache_hits) once its high has grown; a block kept
- *    there reads back what the next malloc wrote, and calloc zeroes it. */
+ *    there reads back what the next malloc wrote, and calloc zeroes it.
+ * 4. A thread that only frees hands other threads' objects over in runs,
+ *    one per class: objects of three classes, allocated in turn, freed in
+ *    the same order by a new thread that never allocates, go over in at
+ *    most one push per 8 objects (remote_batches; one push per object
+ *    before session 26: a thread with no heap pushed each at once, and one
+ *    with a heap batched only frees onto the same slab in a row), and the
+ *    main thread's next allocations of the three classes take them back. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -132,6 +139,47 @@ static void big_bursts(void)
     CHECK(hits >= (uint64_t)(BURSTS / 2) * 40, "only %llu big cache hits", (unsigned long long)hits);
 }
 
+static const size_t mixed_sizes[3] = {48, 200, 700};
+
+static void *consume_mixed(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3 * OBJECTS / 4; i++)
+        free(objs[i]);
+    return NULL;
+}
+
+static void class_runs(void)
+{
+    enum { N = 3 * OBJECTS / 4 };
+    uint64_t frees0 = report_u64("remote_frees"), batches0 = report_u64("remote_batches");
+    for (int i = 0; i < N; i++) {
+        objs[i] = malloc(mixed_sizes[i % 3]);
+        CHECK(objs[i] != NULL, "malloc");
+        memset(objs[i], i, mixed_sizes[i % 3]);
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, consume_mixed, NULL) == 0, "pthread_create");
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    uint64_t frees = report_u64("remote_frees") - frees0, batches = report_u64("remote_batches") - batches0;
+    printf("class runs: %llu remote frees in %llu pushes\n", (unsigned long long)frees,
+           (unsigned long long)batches);
+    CHECK(frees == N, "remote_frees %llu, not %d", (unsigned long long)frees, N);
+    CHECK(batches * 8 <= frees, "%llu pushes for %llu remote frees", (unsigned long long)batches,
+          (unsigned long long)frees);
+    /* the pushed objects come back: no new slab for a round as large */
+    uint64_t zone0 = report_u64("pages_from_zone");
+    for (int i = 0; i < N; i++) {
+        objs[i] = malloc(mixed_sizes[i % 3]);
+        CHECK(objs[i] != NULL, "malloc");
+    }
+    uint64_t pages = report_u64("pages_from_zone") - zone0;
+    CHECK(pages < (uint64_t)N / 3 * (48 + 200 + 700) / 4096 / 2, "%llu pages from the page heap for objects freed back",
+          (unsigned long long)pages);
+    for (int i = 0; i < N; i++)
+        free(objs[i]);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -143,6 +191,7 @@ int main(int argc, char **argv)
     remote_lists();
     bursts();
     big_bursts();
+    class_runs();
     return 0;
 }
 #endif

@@ -89,8 +89,9 @@ struct class_info {
      * (sizes that are powers of two, and classes from 2 KiB on, their own):
      * a program that uses many classes a little fills a few pages, not one
      * page per class */
-    uint32_t young;
-    uint32_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
+    uint16_t young;
+    uint8_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
+    uint8_t run_max;    /* most objects a pending remote run holds (8 KiB, 1..64) */
 };
 extern INTERNAL const struct class_info classes[NCLASSES];
 /* a bin list's highest high, per class: FOLIO_HEAP_LIST_KIB of objects
@@ -256,6 +257,13 @@ _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
  * and as freed, per class, by the thread that frees it (local or remote), so
  * that live bytes are exact at report time (sum over heaps and classes of
  * (allocs - frees) x class size) while a free adds one increment. */
+/* other heaps' objects of one slab that a thread freed and holds, to be
+ * handed over in one push (slab.c) */
+struct remote_run {
+    struct span *slab; /* the slab the class's last remote free landed on (NULL: none) */
+    void *first, *last;
+    uint32_t n;
+};
 struct heap {
     /* free() reads these two first, in every thread, heap_none's included
      * (a thread's free before its first malloc): heap_none's first page
@@ -287,13 +295,13 @@ struct heap {
      * without one halves it (down to a slab's worth) */
     struct cache_high list_high[NCLASSES];
     struct bin_slow bin_slow[NCLASSES];
-    /* the pending run: other heaps' objects of one slab this thread freed
-     * in a row (run_first -> ... -> run_last, tagged free), handed to the
-     * slab in one push when a free lands on another slab, at RUN_MAX
-     * objects, and at this heap's slow paths, decay, trim and exit */
-    struct span *run_slab;
-    void *run_first, *run_last;
-    uint32_t run_n;
+    /* the pending runs, one per class: other heaps' objects of one slab
+     * that this thread freed (first -> ... -> last, tagged free), handed to
+     * the slab in one push when a free of the class lands on another slab,
+     * at the class's run_max objects, at the class's slow path, and at this
+     * heap's decay, trim and exit; bit c of runs_pending: run c holds some */
+    struct remote_run runs[NCLASSES];
+    uint64_t runs_pending[(NCLASSES + 63) / 64];
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: floating slabs of this heap's that their

@@ -39,6 +39,7 @@
         .free_lim = CLASS_CAP(c) * (uint32_t)((uint64_t)CLASS_SIZE(c) * (UINT64_MAX / CLASS_SIZE(c) + 2)), \
         .young = CLASS_SIZE(c) < YOUNG_MAX ? SIZE_CLASS(NEXT_POW2(CLASS_SIZE(c))) : (c),           \
         .list_batch = 2048u / CLASS_SIZE(c) < 8u ? 8u : 2048u / CLASS_SIZE(c) > 64u ? 64u : 2048u / CLASS_SIZE(c), \
+        .run_max = 8192u / CLASS_SIZE(c) < 1u ? 1u : 8192u / CLASS_SIZE(c) > 64u ? 64u : 8192u / CLASS_SIZE(c), \
     }
 #define SMALL_ENTRY(i) (SIZE_CLASS((i) ? (i) * 16u : 1u) + 1u)
 /* f(b), f(b + 1) ... for 8, 16, 256 and 2048 indices */

@@ -183,6 +183,7 @@ static void empty_cache_drain(struct heap *h, long keep) {
 
 static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
 static void run_flush(struct heap *h);
+static void run_push(struct heap *h, unsigned c);
 /* bin b's list: its high (the only copy is heap->list_high) and length */
 static inline uint32_t list_high(const struct heap *h, const struct bin *b) {
     return (uint32_t)h->list_high[b - h->bins].high;
@@ -453,9 +454,9 @@ static struct heap *heap_create(void) {
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
     h->arena_hint = ARENA_HINT_NONE;
-    h->run_slab = NULL;
-    h->run_first = h->run_last = NULL;
-    h->run_n = 0;
+    /* h->runs are all empty: a new heap's metadata is zeroed, and an exited
+     * thread's heap flushed them (their slab pointers may be stale, which
+     * only a free onto that very slab matches) */
     h->large_allocs = h->large_bytes = h->large_frees = h->large_pages = 0;
     h->remote_frees = h->remote_collects = h->remote_collected = 0;
     h->slab_cache_hits = h->slab_cache_raises = 0;
@@ -515,7 +516,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             return bin_pop(b, p, slab_link_next(p));
         }
     }
-    run_flush(h); /* before this thread looks for free objects */
+    run_push(h, c); /* before this thread looks for free objects of the class */
     bool carved = false;
     for (;;) {
         struct span *s = b->cur;
@@ -864,26 +865,47 @@ __attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const vo
 
 __attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_link(obj); }
 
-#define RUN_MAX 64 /* objects of a pending run: one push hands them over */
-
-/* Hand the heap's pending run (if it holds objects) to its slab; the slab
- * stays the one the next remote free is compared with. */
-static void run_push(struct heap *h) {
-    if (!h->run_n) return;
-    remote_push_run(h, h->run_slab, h->run_first, h->run_last, h->run_n, false);
-    h->run_first = h->run_last = NULL;
-    h->run_n = 0;
+/* Hand class c's pending run (if it holds objects) to its slab; the slab
+ * stays the one the class's next remote free is compared with (a slab with
+ * objects out cannot be retired, so a match is always the same slab). */
+static void run_push(struct heap *h, unsigned c) {
+    struct remote_run *r = &h->runs[c];
+    if (!r->n) return;
+    remote_push_run(h, r->slab, r->first, r->last, r->n, false);
+    r->first = r->last = NULL;
+    r->n = 0;
+    h->runs_pending[c / 64] &= ~(1ull << (c % 64));
 }
-static void run_flush(struct heap *h) {
-    run_push(h);
-    h->run_slab = NULL;
+/* every pending run (not inlined: four callers, none of them hot) */
+static __attribute__((noinline)) void run_flush(struct heap *h) {
+    for (unsigned w = 0; w < sizeof h->runs_pending / sizeof h->runs_pending[0]; w++)
+        while (h->runs_pending[w]) run_push(h, w * 64 + (unsigned)__builtin_ctzll(h->runs_pending[w]));
+}
+
+/* A thread with no heap that frees other threads' objects gets one at its
+ * HEAPLESS_FREES_MAX-th such free, so that a thread that only frees (a
+ * consumer) batches them too; a thread whose heap was torn down at its exit
+ * never does (HEAPLESS_EXITED): a free from a later destructor is pushed at
+ * once, leaving nothing pending that no exit would flush. */
+#define HEAPLESS_FREES_MAX 16
+#define HEAPLESS_EXITED UINT8_MAX
+static __thread uint8_t tl_heapless_frees __attribute__((tls_model("initial-exec")));
+/* the heap a heapless thread's remote free of class c counts in, or NULL
+ * (counted in the shared counters) */
+static __attribute__((noinline, cold)) struct heap *heapless_remote_free(unsigned c) {
+    if (tl_heapless_frees < HEAPLESS_FREES_MAX && ++tl_heapless_frees == HEAPLESS_FREES_MAX) {
+        struct heap *h = heap_create();
+        if (h) return h; /* (NULL: the metadata is out of memory) */
+    }
+    atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
+    return NULL;
 }
 
 /* A free by a thread that does not own s (or of an abandoned slab).  The
- * first free onto a slab is pushed at once (one compare-and-swap, as with
- * no batching: a program that frees other threads' objects in no order
- * pays nothing more); the next ones onto the same slab in a row wait on
- * the heap's pending run, which goes over in one push. */
+ * first free of a class onto a slab is pushed at once (one compare-and-swap,
+ * as with no batching: a program that frees other threads' objects in no
+ * order pays nothing more); the next ones of the class onto the same slab
+ * wait on the class's pending run, which goes over in one push. */
 void slab_remote_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
@@ -892,21 +914,24 @@ void slab_remote_free(struct span *s, void *p) {
     unsigned c = s->cls;
     w[1] = tag;
     struct heap *h = heap_current();
+    if (unlikely(!h)) h = heapless_remote_free(c);
     if (h) {
         HEAP_COUNT(h->bins[c].frees, 1);
         HEAP_COUNT(h->remote_frees, 1);
-        if (s == h->run_slab) {
-            if (h->run_n >= RUN_MAX) run_push(h);
-            if (!h->run_n) h->run_last = p;
-            w[0] = slab_link_encode(tag, h->run_first);
-            h->run_first = p;
-            h->run_n++;
+        struct remote_run *r = &h->runs[c];
+        if (s == r->slab) {
+            if (r->n >= classes[c].run_max) run_push(h, c);
+            if (!r->n) {
+                r->last = p;
+                h->runs_pending[c / 64] |= 1ull << (c % 64);
+            }
+            w[0] = slab_link_encode(tag, r->first);
+            r->first = p;
+            r->n++;
             return;
         }
-        run_push(h);
-        h->run_slab = s;
-    } else {
-        atomic_fetch_add_explicit(&remote_frees_without_heap[c], 1, memory_order_relaxed);
+        run_push(h, c);
+        r->slab = s;
     }
     remote_push_run(h, s, p, p, 1, false);
 }
@@ -990,6 +1015,7 @@ static void heap_thread_exit(void *arg) {
     struct heap *h = arg;
     if (h && tl_heap == h) {
         tl_heap = HEAP_NONE;
+        tl_heapless_frees = HEAPLESS_EXITED;
         heap_abandon(h);
     }
     if (exit_hook) exit_hook();
