@@ -91,7 +91,9 @@ struct class_info {
      * page per class */
     uint16_t young;
     uint8_t list_batch; /* most objects a refill moves from a slab to an empty list (2 KiB, 8..64) */
-    uint8_t run_max;    /* most objects a pending remote run holds (8 KiB, 1..64) */
+    uint8_t run_max;    /* most objects a pending remote run holds (8 KiB, 1..64; 1: none held,
+                         * each free is pushed: a held object of a large class keeps its slab
+                         * from emptying) */
 };
 extern INTERNAL const struct class_info classes[NCLASSES];
 /* a bin list's highest high, per class: FOLIO_HEAP_LIST_KIB of objects
@@ -298,8 +300,9 @@ struct heap {
     /* the pending runs, one per class: other heaps' objects of one slab
      * that this thread freed (first -> ... -> last, tagged free), handed to
      * the slab in one push when a free of the class lands on another slab,
-     * at the class's run_max objects, at the class's slow path, and at this
-     * heap's decay, trim and exit; bit c of runs_pending: run c holds some */
+     * at the class's run_max objects (a class of run_max 1 holds none), and
+     * at this heap's slow paths, decay, trim and exit; bit c of
+     * runs_pending: run c holds some */
     struct remote_run runs[NCLASSES];
     uint64_t runs_pending[(NCLASSES + 63) / 64];
     struct heap *all_next, *free_next;

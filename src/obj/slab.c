@@ -516,7 +516,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
             return bin_pop(b, p, slab_link_next(p));
         }
     }
-    run_push(h, c); /* before this thread looks for free objects of the class */
+    run_flush(h); /* before this thread looks for free objects: what it holds may be them */
     bool carved = false;
     for (;;) {
         struct span *s = b->cur;
@@ -905,7 +905,8 @@ static __attribute__((noinline, cold)) struct heap *heapless_remote_free(unsigne
  * first free of a class onto a slab is pushed at once (one compare-and-swap,
  * as with no batching: a program that frees other threads' objects in no
  * order pays nothing more); the next ones of the class onto the same slab
- * wait on the class's pending run, which goes over in one push. */
+ * wait on the class's pending run, which goes over in one push (classes of
+ * 8 KiB and more: each pushed at once). */
 void slab_remote_free(struct span *s, void *p) {
     if (unlikely(!small_is_object_start(s, p))) slab_bad_free(p);
     uintptr_t *w = p;
@@ -919,7 +920,7 @@ void slab_remote_free(struct span *s, void *p) {
         HEAP_COUNT(h->bins[c].frees, 1);
         HEAP_COUNT(h->remote_frees, 1);
         struct remote_run *r = &h->runs[c];
-        if (s == r->slab) {
+        if (s == r->slab && classes[c].run_max > 1) {
             if (r->n >= classes[c].run_max) run_push(h, c);
             if (!r->n) {
                 r->last = p;
