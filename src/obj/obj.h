@@ -292,25 +292,26 @@ struct heap {
     uint64_t big_given_sizes; /* bit n - 1: a block of n pages was given since the last raise */
     uint64_t big_cache_hits, big_cache_returns;
     uint64_t list_refills, list_flushes, list_flushed, remote_batches;
+    uint64_t runs_pending[(NCLASSES + 63) / 64]; /* bit c: runs[c] holds objects (read by every slow path) */
     /* each bin list's high: a refill that follows a flush of
      * the list past its high raises it by what was flushed, a purge delay
      * without one halves it (down to a slab's worth) */
     struct cache_high list_high[NCLASSES];
     struct bin_slow bin_slow[NCLASSES];
-    /* the pending runs, one per class: other heaps' objects of one slab
-     * that this thread freed (first -> ... -> last, tagged free), handed to
-     * the slab in one push when a free of the class lands on another slab,
-     * at the class's run_max objects (a class of run_max 1 holds none), and
-     * at this heap's slow paths, decay, trim and exit; bit c of
-     * runs_pending: run c holds some */
-    struct remote_run runs[NCLASSES];
-    uint64_t runs_pending[(NCLASSES + 63) / 64];
     struct heap *all_next, *free_next;
     bool live;
     /* written by other threads: floating slabs of this heap's that their
      * frees took (slab.c, the rescue slots) */
     _Atomic uint64_t rescue_mask __attribute__((aligned(CACHELINE)));
     _Atomic(struct span *) rescue[RESCUE_SLOTS];
+    /* the pending runs, one per class: other heaps' objects of one slab
+     * that this thread freed (first -> ... -> last, tagged free), handed to
+     * the slab in one push when a free of the class lands on another slab,
+     * at the class's run_max objects (a class of run_max 1 holds none), and
+     * at this heap's slow paths, decay, trim and exit (runs_pending, above,
+     * says which hold some).  Last: heap_create writes none of it, so a
+     * thread that frees no other thread's object never touches its pages */
+    struct remote_run runs[NCLASSES];
 };
 /* bin_line_of_small: a class's bin is line class + 1 of its heap */
 _Static_assert(offsetof(struct heap, bins) == CACHELINE && sizeof(struct bin) == CACHELINE, "bins from the second line, one each");
