@@ -183,7 +183,6 @@ static void empty_cache_drain(struct heap *h, long keep) {
 
 static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
 static void run_flush(struct heap *h);
-static void run_push(struct heap *h, unsigned c);
 /* bin b's list: its high (the only copy is heap->list_high) and length */
 static inline uint32_t list_high(const struct heap *h, const struct bin *b) {
     return (uint32_t)h->list_high[b - h->bins].high;
