@@ -24,7 +24,12 @@
  *    most one push per 8 objects (remote_batches; one push per object
  *    before session 26: a thread with no heap pushed each at once, and one
  *    with a heap batched only frees onto the same slab in a row), and the
- *    main thread's next allocations of the three classes take them back. */
+ *    main thread's next allocations of the three classes take them back.
+ * 5. A thread whose heap was torn down at its exit gets no other: frees of
+ *    another thread's objects from a thread-specific-data destructor that
+ *    runs after folio's (a key made later) are pushed one by one, each a
+ *    batch, and no heap is made there (one made in the last destructor
+ *    round would never be torn down, and the runs it held never pushed). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -180,6 +185,48 @@ static void class_runs(void)
         free(objs[i]);
 }
 
+enum { LATE = 100 };
+static void *late_objs[LATE];
+static pthread_key_t late_key;
+
+static void late_frees(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < LATE; i++)
+        free(late_objs[i]);
+}
+
+static void *exits_then_frees(void *arg)
+{
+    (void)arg;
+    void *volatile own = malloc(64); /* this thread has a heap, torn down at its exit */
+    CHECK(own != NULL, "malloc");
+    free(own);
+    CHECK(pthread_setspecific(late_key, late_objs) == 0, "pthread_setspecific");
+    return NULL;
+}
+
+static void frees_after_exit(void)
+{
+    /* folio's key was made at its first malloc, before main: this one's
+     * destructor runs after folio's in each round */
+    CHECK(pthread_key_create(&late_key, late_frees) == 0, "pthread_key_create");
+    for (int i = 0; i < LATE; i++) {
+        late_objs[i] = malloc(48);
+        CHECK(late_objs[i] != NULL, "malloc");
+    }
+    uint64_t frees0 = report_u64("remote_frees"), batches0 = report_u64("remote_batches");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, exits_then_frees, NULL) == 0, "pthread_create");
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    uint64_t frees = report_u64("remote_frees") - frees0, batches = report_u64("remote_batches") - batches0;
+    printf("frees after the heap's teardown: %llu remote frees in %llu pushes\n", (unsigned long long)frees,
+           (unsigned long long)batches);
+    CHECK(frees == LATE, "remote_frees %llu, not %d", (unsigned long long)frees, LATE);
+    CHECK(batches >= LATE, "%llu pushes for %d frees after the thread's heap was torn down",
+          (unsigned long long)batches, LATE);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -192,6 +239,7 @@ int main(int argc, char **argv)
     bursts();
     big_bursts();
     class_runs();
+    frees_after_exit();
     return 0;
 }
 #endif
