@@ -144,6 +144,21 @@ static void big_bursts(void)
     CHECK(hits >= (uint64_t)(BURSTS / 2) * 40, "only %llu big cache hits", (unsigned long long)hits);
 }
 
+/* Run fn in a new thread to its end (its exit included): the pushes of the
+ * remote frees it made, which must be want */
+static uint64_t pushes_of_thread(void *(*fn)(void *), const char *what, uint64_t want)
+{
+    uint64_t frees0 = report_u64("remote_frees"), batches0 = report_u64("remote_batches");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fn, NULL) == 0, "pthread_create");
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    uint64_t frees = report_u64("remote_frees") - frees0, batches = report_u64("remote_batches") - batches0;
+    printf("%s: %llu remote frees in %llu pushes\n", what, (unsigned long long)frees,
+           (unsigned long long)batches);
+    CHECK(frees == want, "remote_frees %llu, not %llu", (unsigned long long)frees, (unsigned long long)want);
+    return batches;
+}
+
 static const size_t mixed_sizes[3] = {48, 200, 700};
 
 static void *consume_mixed(void *arg)
@@ -157,21 +172,13 @@ static void *consume_mixed(void *arg)
 static void class_runs(void)
 {
     enum { N = 3 * OBJECTS / 4 };
-    uint64_t frees0 = report_u64("remote_frees"), batches0 = report_u64("remote_batches");
     for (int i = 0; i < N; i++) {
         objs[i] = malloc(mixed_sizes[i % 3]);
         CHECK(objs[i] != NULL, "malloc");
         memset(objs[i], i, mixed_sizes[i % 3]);
     }
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, consume_mixed, NULL) == 0, "pthread_create");
-    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
-    uint64_t frees = report_u64("remote_frees") - frees0, batches = report_u64("remote_batches") - batches0;
-    printf("class runs: %llu remote frees in %llu pushes\n", (unsigned long long)frees,
-           (unsigned long long)batches);
-    CHECK(frees == N, "remote_frees %llu, not %d", (unsigned long long)frees, N);
-    CHECK(batches * 8 <= frees, "%llu pushes for %llu remote frees", (unsigned long long)batches,
-          (unsigned long long)frees);
+    uint64_t batches = pushes_of_thread(consume_mixed, "class runs", N);
+    CHECK(batches * 8 <= N, "%llu pushes for %d remote frees", (unsigned long long)batches, N);
     /* the pushed objects come back: no new slab for a round as large */
     uint64_t zone0 = report_u64("pages_from_zone");
     for (int i = 0; i < N; i++) {
@@ -215,14 +222,7 @@ static void frees_after_exit(void)
         late_objs[i] = malloc(48);
         CHECK(late_objs[i] != NULL, "malloc");
     }
-    uint64_t frees0 = report_u64("remote_frees"), batches0 = report_u64("remote_batches");
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, exits_then_frees, NULL) == 0, "pthread_create");
-    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
-    uint64_t frees = report_u64("remote_frees") - frees0, batches = report_u64("remote_batches") - batches0;
-    printf("frees after the heap's teardown: %llu remote frees in %llu pushes\n", (unsigned long long)frees,
-           (unsigned long long)batches);
-    CHECK(frees == LATE, "remote_frees %llu, not %d", (unsigned long long)frees, LATE);
+    uint64_t batches = pushes_of_thread(exits_then_frees, "frees after the heap's teardown", LATE);
     CHECK(batches >= LATE, "%llu pushes for %d frees after the thread's heap was torn down",
           (unsigned long long)batches, LATE);
 }
