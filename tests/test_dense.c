@@ -6,7 +6,7 @@
  *    which starts folio's purger from it: glibc allocates the new thread's
  *    dtv there) does not close it: the first thread's next block is dense.
  * 1. One block of each of 120 sizes from 1 B to 128 KiB: each comes from
- *    the dense heap (the report's dense_allocs), its data line-aligned,
+ *    the dense heap (the report's dense_allocs), its data 16-byte aligned,
  *    malloc_usable_size at least the request, every usable byte writable
  *    without touching a neighbour; they lie in a few regions.
  * 2. Freed blocks merge with their free neighbours and serve any size:
@@ -32,6 +32,10 @@
  *    other block freed serves a smaller block, and once all are freed the
  *    region serves another size (it used to wait for a region to go back, which the one
  *    region kept empty never does).
+ *    Then blocks of 8 B (the smallest block, 48 bytes) fill the emptied
+ *    region up to its fence: the last one's data lies in the region's last
+ *    line, and every one of them is freed without a complaint (free's
+ *    bound on a block start once stopped a line short of the fence).
  * 8. FOLIO_HEAP_DENSE_KIB=0: no block from it (runs 7 and 8 re-execute the
  *    program).
  * 9. First, a new region's last page stays untouched until blocks reach it:
@@ -119,7 +123,7 @@ static void many_sizes(void)
         size_t n = size_of(i);
         p[i] = malloc(OPAQUE(n));
         CHECK(p[i] != NULL, "malloc(%zu)", n);
-        CHECK(((uintptr_t)p[i] & 63) == 0, "malloc(%zu) = %p: not line-aligned", n, (void *)p[i]);
+        CHECK(((uintptr_t)p[i] & 15) == 0, "malloc(%zu) = %p: not 16-byte aligned", n, (void *)p[i]);
         u[i] = malloc_usable_size(p[i]);
         CHECK(u[i] >= n && u[i] < n + 128, "malloc_usable_size(malloc(%zu)) = %zu", n, u[i]);
         memset(p[i], (unsigned char)i, u[i]);
@@ -179,7 +183,8 @@ static void realloc_and_calloc(void)
     char *a = malloc(OPAQUE(3000)), *next = malloc(OPAQUE(3000)), *guard = malloc(OPAQUE(3000));
     uintptr_t ua = OPAQUE((uintptr_t)a);
     CHECK(a && next && guard, "malloc");
-    CHECK(next == a + 3072 && guard == next + 3072, "three blocks in a row: %p %p %p", (void *)a, (void *)next,
+    size_t block = 3024; /* 3000 B and the 16-byte header, in 16-byte grains */
+    CHECK(next == a + block && guard == next + block, "three blocks in a row: %p %p %p", (void *)a, (void *)next,
           (void *)guard);
     for (int i = 0; i < 3000; i++)
         a[i] = (char)(i * 7);
@@ -389,6 +394,33 @@ static void full_then_freed(void)
     printf("full at %d blocks of 1000 B in 256 KiB; a hole, then the emptied region, served again\n", dense);
 }
 
+/* 7, continued: the emptied region filled to its fence with the smallest blocks */
+static void fill_to_fence(void)
+{
+    enum { N = 6000 };
+    static char *p[N];
+    int dense = 0;
+    uintptr_t highest = 0;
+    for (int i = 0; i < N; i++) {
+        uint64_t before = report_u64("dense_allocs");
+        p[i] = malloc(OPAQUE((size_t)8));
+        CHECK(p[i] != NULL, "malloc(8)");
+        memset(p[i], 0x5a, 8);
+        dense = i + 1;
+        if (report_u64("dense_allocs") == before)
+            break; /* from a slab: the region is full */
+        if ((uintptr_t)p[i] > highest)
+            highest = (uintptr_t)p[i];
+    }
+    uintptr_t end = (highest | (256 * 1024 - 1)) + 1;
+    CHECK(end - highest <= 64, "the highest of %d blocks of 8 B is %lu bytes before its region's end", dense,
+          (unsigned long)(end - highest));
+    for (int i = 0; i < dense; i++)
+        free(p[i]);
+    printf("%d blocks of 8 B up to the fence (the last %lu bytes before the region's end), all freed\n", dense,
+           (unsigned long)(end - highest));
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -400,6 +432,7 @@ int main(int argc, char **argv)
     if (strcmp(kib, "256") == 0) {
         setvbuf(stdout, NULL, _IONBF, 0);
         full_then_freed();
+        fill_to_fence();
         reexec_with_env(argv, "FOLIO_HEAP_DENSE_KIB", "0");
     }
     if (strcmp(kib, "0") == 0) {

@@ -47,8 +47,9 @@
 #define REGION_PAGES 64
 #define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
 #define HDR 16                          /* a block's header: size and flags, tag */
-#define LINE 64                         /* blocks are whole lines, each block's data line-aligned */
-#define MIN_BLOCK LINE                  /* header, two links and the size at its end */
+#define LINE 64                         /* a region's first block's data and its fence are line-aligned */
+#define GRAIN 16                        /* blocks are whole grains, each block's data grain-aligned */
+#define MIN_BLOCK 48                    /* header, two links and the size at its end, in grains */
 #define FIRST (LINE - HDR)              /* the first block's offset in its region */
 #define REGION_USABLE (REGION_BYTES - LINE) /* the first block's most: the fence follows */
 #define CINUSE 1u
@@ -113,10 +114,14 @@ static void stat_add(_Atomic uint64_t *c, uint64_t v) {
 }
 
 /* ---- sizes ---- */
-/* The block that holds n bytes: whole lines, so that every block's data
- * starts on a line as a slab's objects of a multiple of 64 bytes do (two
- * threads' structs of one calloc never share a line). */
-static size_t need_of(size_t n) { return (n + HDR + LINE - 1) & ~(size_t)(LINE - 1); }
+/* The block that holds n bytes: whole grains of 16 bytes, malloc's
+ * alignment.  Blocks are packed as glibc's and a slab's objects are (two
+ * small blocks may share a line): the dense heap serves one thread, until a
+ * second one allocates, and the sizes it holds are few of each. */
+static size_t need_of(size_t n) {
+    size_t need = (n + HDR + GRAIN - 1) & ~(size_t)(GRAIN - 1);
+    return need < MIN_BLOCK ? MIN_BLOCK : need;
+}
 /* a request's bucket: its small class, else its page count's */
 static unsigned bucket_of(size_t n) {
     if (n <= SMALL_MAX) return small_class_of(n);
@@ -335,10 +340,10 @@ void *dense_alloc(size_t n) {
  * freed one's, or neither (lock held).  *bucket: a live block's. */
 static enum fault block_check(const struct span *s, const void *p, unsigned *bucket) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->start;
-    if ((a & (LINE - 1)) || a < lo + LINE || a > lo + REGION_BYTES - LINE) return FAULT_INVALID;
+    if ((a & (GRAIN - 1)) || a < lo + FIRST + HDR || a > lo + FIRST + REGION_USABLE - MIN_BLOCK + HDR) return FAULT_INVALID;
     const struct block *b = (const struct block *)(a - HDR);
     size_t size = block_size(b);
-    if (size < MIN_BLOCK || (size & (LINE - 1)) || a - HDR + size > lo + FIRST + REGION_USABLE) return FAULT_INVALID;
+    if (size < MIN_BLOCK || (size & (GRAIN - 1)) || a - HDR + size > lo + FIRST + REGION_USABLE) return FAULT_INVALID;
     uint64_t x = b->tag ^ tag_base(b, size);
     if (x == FREE_MARK) return FAULT_FREED;
     if ((x & (((uint64_t)1 << BUCKET_SHIFT) - 1)) || (x >> BUCKET_SHIFT) >= DENSE_BUCKETS || !(b->head & CINUSE))
@@ -481,7 +486,7 @@ size_t dense_check_locked(void) {
         const struct block *b = block_at(s->start, FIRST);
         while ((const char *)b < end) {
             size_t size = block_size(b);
-            if (size < MIN_BLOCK || (size & (LINE - 1)) || (const char *)b + size > end) return bad + 1;
+            if (size < MIN_BLOCK || (size & (GRAIN - 1)) || (const char *)b + size > end) return bad + 1;
             bad += !(b->head & PINUSE) != !prev_used;
             if (b->head & CINUSE) {
                 uint64_t x = b->tag ^ tag_base(b, size);

@@ -157,7 +157,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
 bool small_free_slow(struct span *s, void *p, bool pushed);
 void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
 /* dense.c: a best-fit heap shared by every size, for the sizes a process
- * has used little so far (up to DENSE_MAX_BYTES bytes, line-aligned) */
+ * has used little so far (up to DENSE_MAX_BYTES bytes, 16-byte aligned) */
 struct dense_stats {
     uint64_t allocs, frees, live_bytes; /* live_bytes: usable bytes of its live blocks */
     uint64_t region_bytes, regions;     /* what it holds of the page heap */
