@@ -20,9 +20,7 @@
  *    malloc_usable_size of a freed block (in forked children).
  * 5. A size used much leaves: FOLIO_HEAP_DENSE_LIVE (64) live blocks of one
  *    size, then the next comes from a slab (dense_allocs stops; the report
- *    counts the size graduated).  A page count above 32 KiB leaves at
- *    128 KiB of it at once, and then still takes a free dense block that
- *    fits (a freed one of its own, back), never a new region.
+ *    counts the size graduated).
  * 6. Another thread that only frees the first thread's blocks, while the
  *    first allocates and frees its own; then a second thread that
  *    allocates closes it: its blocks come from its own
@@ -271,43 +269,6 @@ static void graduation(void)
     CHECK(report_u64("dense_sizes_graduated") == grads + 1, "the size did not graduate");
     for (int i = 0; i < LIVE + 8; i++)
         free(p[i]);
-
-    /* a page count above 32 KiB graduates at 128 KiB of it at once, and
-     * then still takes a free block of the dense heap that fits (resident
-     * pages, where the page heap would hand out fresh ones), but never a
-     * new region */
-    enum { BIG = 40000 };
-    static void *q[5];
-    grads = report_u64("dense_sizes_graduated");
-    before = report_u64("dense_allocs");
-    for (int i = 0; i < 4; i++) {
-        q[i] = malloc(OPAQUE((size_t)BIG));
-        CHECK(q[i] != NULL, "malloc(%d)", BIG);
-        memset(q[i], 2, BIG);
-    }
-    CHECK(report_u64("dense_allocs") == before + 4 && report_u64("dense_sizes_graduated") == grads + 1,
-          "4 blocks of %d B: %llu from the dense heap, %llu sizes graduated (want 4 and 1)", BIG,
-          (unsigned long long)(report_u64("dense_allocs") - before),
-          (unsigned long long)(report_u64("dense_sizes_graduated") - grads));
-    uintptr_t hole = OPAQUE((uintptr_t)q[1]);
-    free(q[1]);
-    before = report_u64("dense_allocs");
-    q[1] = malloc(OPAQUE((size_t)BIG));
-    CHECK((uintptr_t)q[1] == hole && report_u64("dense_allocs") == before + 1,
-          "a graduated size of %d B did not take its freed dense block back (%p, want %#lx)", BIG, q[1],
-          (unsigned long)hole);
-    size_t regions = report_u64("dense_regions");
-    void *more[8];
-    for (int i = 0; i < 8; i++) {
-        more[i] = malloc(OPAQUE((size_t)BIG));
-        CHECK(more[i] != NULL, "malloc(%d)", BIG);
-    }
-    CHECK(report_u64("dense_regions") == regions, "a graduated size made a new dense region");
-    for (int i = 0; i < 8; i++)
-        free(more[i]);
-    for (int i = 0; i < 4; i++)
-        free(q[i]);
-    printf("graduated sizes: 200 B after %d blocks; %d B after 4, its freed block taken back\n", LIVE, BIG);
 }
 
 /* 6a. Another thread that only frees: the first thread's blocks, freed

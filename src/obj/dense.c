@@ -13,9 +13,7 @@
  * FOLIO_HEAP_DENSE_LIVE blocks at once, or that many times 2 KiB of them,
  * or was served 16 times that many:
  * from then on it is a size the program uses much, which its slabs (or the
- * page heap) serve faster and as densely (but a page count above
- * SMALL_MAX still takes a free block here that fits: resident pages, where
- * the page heap would hand out fresh ones; never a new region); the whole pages of its blocks
+ * page heap) serve faster and as densely; the whole pages of its blocks
  * freed from then on are purged, so that a program whose sizes all left
  * does not keep its early heap resident.  It serves one thread (below) and
  * its regions come from the page heap; all of them hold at most
@@ -304,7 +302,7 @@ static void close_for_good(void) {
 bool dense_wants(size_t n) {
     /* closed first: a program with threads reads one line here */
     return opt.heap_dense_kib > 0 && n <= DENSE_MAX_BYTES && open_to_caller() &&
-           (n > SMALL_MAX || !atomic_load_explicit(&dense_graduated[bucket_of(n)], memory_order_relaxed)) &&
+           !atomic_load_explicit(&dense_graduated[bucket_of(n)], memory_order_relaxed) &&
            need_of(n) < atomic_load_explicit(&dense_full_need, memory_order_relaxed);
 }
 
@@ -313,24 +311,23 @@ void *dense_alloc(size_t n) {
     unsigned bucket = bucket_of(n);
     void *p = NULL;
     lock_acquire(&dense_lock);
-    bool graduated = atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed);
-    if ((!graduated || n > SMALL_MAX) && !atomic_load_explicit(&dense_closed, memory_order_relaxed)) {
+    if (!atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) && !atomic_load_explicit(&dense_closed, memory_order_relaxed)) {
         struct block *b = best_block(need);
-        if (!b && !graduated && region_grow()) b = best_block(need);
+        if (!b && region_grow()) b = best_block(need);
         if (b) {
             bins_remove(b);
             if (block_is_region(b)) dense_empty_regions--;
             p = block_take_for(b, need, bucket);
             dense_live_of[bucket]++;
             dense_served_of[bucket]++;
-            if (!graduated && (dense_live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
-                               (uint64_t)dense_live_of[bucket] * bucket_bytes(bucket) >= (uint64_t)opt.heap_dense_live << 11 ||
-                               dense_served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live)) {
+            if (dense_live_of[bucket] >= (uint32_t)opt.heap_dense_live ||
+                (uint64_t)dense_live_of[bucket] * bucket_bytes(bucket) >= (uint64_t)opt.heap_dense_live << 11 ||
+                dense_served_of[bucket] >= 16 * (uint32_t)opt.heap_dense_live) {
                 atomic_store_explicit(&dense_graduated[bucket], 1, memory_order_relaxed);
                 stat_add(&dense_st_graduated, 1);
             }
             stat_add(&dense_st_allocs, 1);
-        } else if (!graduated && need < atomic_load_explicit(&dense_full_need, memory_order_relaxed)) {
+        } else if (need < atomic_load_explicit(&dense_full_need, memory_order_relaxed)) {
             atomic_store_explicit(&dense_full_need, need, memory_order_relaxed);
         }
     }
