@@ -56,7 +56,7 @@ void *api_big_alloc(size_t n, size_t align, bool zero) {
 
 /* The small tier's miss from slabs only (an aligned object: a slab of a
  * class that is a multiple of the alignment has it; the dense heap's
- * blocks are aligned to a line only). */
+ * blocks are aligned to 16 bytes only). */
 __attribute__((noinline)) static void *api_small_alloc_slab(size_t n) {
     folio_init();
     bool need_pages = false;
