@@ -22,9 +22,10 @@
  * Invariants (all under dense_lock):
  *  - a region is a span of kind SPAN_DENSE, REGION_BYTES-aligned, whose
  *    pages all map to it; it is a sequence of blocks from its FIRST byte,
- *    each whole lines (its data line-aligned), up to its fence: the line
- *    after the last block, never written (is_fence), which counts as a
- *    block in use;
+ *    each whole 16-byte grains and at least MIN_BLOCK (its data 16-byte
+ *    aligned), up to its fence: the region's last 16 bytes, where a block
+ *    after the last would have its header, never written (is_fence), which
+ *    counts as a block in use;
  *  - a block's header is its size with CINUSE (in use) and PINUSE (the
  *    block before it is in use, or it is the region's first), then a tag:
  *    tag_base(b, size) ^ bucket << 56 in use (the bucket it was counted
@@ -47,7 +48,7 @@
 #define REGION_PAGES 64
 #define REGION_BYTES ((size_t)REGION_PAGES << PAGE_SHIFT)
 #define HDR 16                          /* a block's header: size and flags, tag */
-#define LINE 64                         /* a region's first block's data and its fence are line-aligned */
+#define LINE 64                         /* the first block's data starts the region's second line */
 #define GRAIN 16                        /* blocks are whole grains, each block's data grain-aligned */
 #define MIN_BLOCK 48                    /* header, two links and the size at its end, in grains */
 #define FIRST (LINE - HDR)              /* the first block's offset in its region */
