@@ -341,7 +341,9 @@ void *dense_alloc(size_t n) {
  * freed one's, or neither (lock held).  *bucket: a live block's. */
 static enum fault block_check(const struct span *s, const void *p, unsigned *bucket) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)s->start;
-    if ((a & (GRAIN - 1)) || a < lo + FIRST + HDR || a > lo + FIRST + REGION_USABLE - MIN_BLOCK + HDR) return FAULT_INVALID;
+    /* a header inside the region (p lies in it); the size check below
+     * bounds the block by the fence */
+    if ((a & (GRAIN - 1)) || a < lo + FIRST + HDR) return FAULT_INVALID;
     const struct block *b = (const struct block *)(a - HDR);
     size_t size = block_size(b);
     if (size < MIN_BLOCK || (size & (GRAIN - 1)) || a - HDR + size > lo + FIRST + REGION_USABLE) return FAULT_INVALID;
