@@ -70,7 +70,7 @@ $(BUILD)/obj-test/%.o: src/%.c $(HDRS)
 # -z nodelete: a dlclose never unmaps the allocator of the process's blocks
 $(BUILD)/libfolio.so: $(OBJS) mk/layout.ld Makefile
 	$(CC) -shared -Wl,-soname,libfolio.so.$(SOVERSION) -o $@ $(OBJS) -pthread -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined \
-	    -Wl,-Bsymbolic-functions -Wl,-T,mk/layout.ld -Wl,-z,max-page-size=0x10000
+	    -Wl,-O1 -Wl,-Bsymbolic-functions -Wl,-T,mk/layout.ld -Wl,-z,max-page-size=0x10000
 	ln -sf libfolio.so $(BUILD)/libfolio.so.$(SOVERSION)
 $(BUILD)/libfolio.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $(OBJS)
