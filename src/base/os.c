@@ -195,17 +195,8 @@ int os_cpu(void) {
     return c < 0 ? 0 : c;
 }
 
-/* The CPUs a per-CPU table needs: one past the highest CPU the process may
- * run on (its affinity, one system call), else one past the highest
- * possible (/sys/devices/system/cpu/possible, "0-7" or "0,2-3": three).  A
- * thread later moved to a CPU past it finds no entry (os_cpu's callers
- * take that path already); no malloc. */
+/* Parse /sys/devices/system/cpu/possible ("0-7" or "0,2-3"); no malloc. */
 int os_cpu_count(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int w = (int)(sizeof set.__bits / sizeof set.__bits[0]) - 1; w >= 0; w--)
-            if (set.__bits[w])
-                return w * (int)(8 * sizeof set.__bits[0]) + (int)(8 * sizeof set.__bits[0]) - __builtin_clzl(set.__bits[w]);
     char buf[256];
     if (!os_read_file("/sys/devices/system/cpu/possible", buf, sizeof buf)) return 64;
     int max = 0, v = 0;
