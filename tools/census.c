@@ -97,7 +97,7 @@ static const char *const chunk_type_name[] = {"small", "large", "medium"};
 static bool head_plausible(const struct arena_head *h) {
     if (h->state[0] != CHUNK_IN_ZONE) return false;
     for (unsigned ci = 0; ci < ARENA_CHUNKS; ci++)
-        if (h->state[ci] > CHUNK_OCCUPIED || h->type[ci] >= CHUNK_TYPES || h->free_pages[ci] > CHUNK_PAGES) return false;
+        if (h->state[ci] > CHUNK_OCCUPIED || (h->type[ci] & 3) >= CHUNK_TYPES || h->free_pages[ci] > CHUNK_PAGES) return false;
     return ((uintptr_t)h->next & (ARENA_ALIGN - 1)) == (uintptr_t)ARENA_TABLE_PAGES << PAGE_SHIFT || !h->next;
 }
 
@@ -148,7 +148,7 @@ static void census_chunk(FILE *out, const struct arena_head *h, uintptr_t base, 
     uint32_t unmapped = chunk_res > mapped_res ? chunk_res - mapped_res : 0;
     unmapped_resident += unmapped;
     fprintf(out, "chunk %3u %-6s free %3u resident %3u: slab %lu large %lu zone_free %lu unmapped %u\n", ci,
-            chunk_type_name[h->type[ci]], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
+            chunk_type_name[h->type[ci] & 3], h->free_pages[ci], chunk_res, (unsigned long)res_of[SPAN_SLAB],
             (unsigned long)res_of[SPAN_LARGE], (unsigned long)res_of[SPAN_ZONE_FREE], unmapped);
 }
 

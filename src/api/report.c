@@ -181,6 +181,8 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
     kv(&b, "zone_depot_gets", s.zs.depot_gets);
     kv(&b, "zone_depot_puts", s.zs.depot_puts);
     kv(&b, "zone_depot_bypassed", s.zs.depot_bypassed);
+    kv(&b, "zone_chunks_moved", s.zs.chunks_moved_in);
+    kv(&b, "zones", zones_in_use());
     kv(&b, "zone_depot_released", s.zs.depot_released);
     kv(&b, "pcp_refills", s.pcp.refills);
     kv(&b, "pcp_drains", s.pcp.drains);

@@ -26,6 +26,7 @@
 #define CHUNK_PAGES (CHUNK_SIZE >> PAGE_SHIFT) /* 512 */
 #define MAX_ORDER 9                            /* a whole chunk */
 #define PCP_MAX_ORDER 6                        /* pagesets cache orders 0..6 (every slab) and chunks */
+#define ZONE_HOMES_MAX 8                       /* FOLIO_ZONE_HOMES at most: zones of a process */
 
 #define MIN_ALIGN 16
 #define SMALL_MAX 32768        /* largest size served from slabs */
@@ -161,7 +162,8 @@ enum lock_rank {
     LOCK_RANK_HUGE,       /* each huge shard: its ranges and their cache */
     LOCK_RANK_PAGESET,    /* each per-CPU pageset */
     LOCK_RANK_DEPOT,      /* each shard of the zone's depot (page.h) */
-    LOCK_RANK_ZONE,       /* the zone's free lists */
+    LOCK_RANK_ZONE,       /* each zone's free lists (a blocking hold of two: in index order) */
+    LOCK_RANK_ARENA,      /* the address space the zones grow into (page/zone.c) */
     LOCK_RANK_META,       /* the metadata reserve */
     LOCK_RANK_COUNT
 };
@@ -291,6 +293,14 @@ static inline void lock_reset(lock_t *l) {
       "grows and at each purge tick (lower peak RSS, more page faults); 0: the delay alone decides") \
     X(purge_min_order, "FOLIO_PURGE_MIN_ORDER", 3,                                             \
       "smallest free block purged, as a page order (3 = 32 KiB); whole 2 MiB chunks first")   \
+    X(zone_homes, "FOLIO_ZONE_HOMES", 0,                                                       \
+      "most page heaps (zones, 1-8), each with its own lock, chunks and free lists: threads "  \
+      "share the first until one has waited 64 times for its lock, then take zones of their "  \
+      "own in turn (a freed span goes back to its chunk's zone); 0: one per CPU, at most 8; "  \
+      "1: one zone for the process")                                                            \
+    X(zone_move_waits, "FOLIO_ZONE_MOVE_WAITS", 64,                                            \
+      "waits for the first zone's lock after which a thread takes a zone of its own "          \
+      "(FOLIO_ZONE_HOMES); 0: every thread takes one at its first page allocation")            \
     X(pcp_batch, "FOLIO_PCP_BATCH", 31, "pages moved between a per-CPU pageset and the zone per refill/drain") \
     X(pcp_high, "FOLIO_PCP_HIGH", 0,                                                           \
       "pages a per-CPU pageset may hold before it drains to the zone; 0 = 4 x batch")          \

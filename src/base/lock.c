@@ -65,7 +65,8 @@ static const char *const rank_name[LOCK_RANK_COUNT] = {
     [LOCK_RANK_CLEAR_INIT] = "clear-init", [LOCK_RANK_CLEAR_MT] = "clear-mt",
     [LOCK_RANK_HEAPS] = "heaps",           [LOCK_RANK_DENSE] = "dense",
     [LOCK_RANK_HUGE] = "huge",           [LOCK_RANK_PAGESET] = "pageset",
-    [LOCK_RANK_DEPOT] = "depot",         [LOCK_RANK_ZONE] = "zone",           [LOCK_RANK_META] = "meta",
+    [LOCK_RANK_DEPOT] = "depot",         [LOCK_RANK_ZONE] = "zone",           [LOCK_RANK_ARENA] = "arena",
+    [LOCK_RANK_META] = "meta",
 };
 
 static __thread struct {

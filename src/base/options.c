@@ -85,6 +85,8 @@ void options_init(void) {
 #undef X
     if (opt.purge_min_order > MAX_ORDER) opt.purge_min_order = MAX_ORDER;
     if (opt.pcp_batch < 1) opt.pcp_batch = 1;
+    if (opt.zone_homes < 0) opt.zone_homes = 0;
+    if (opt.zone_homes > ZONE_HOMES_MAX) opt.zone_homes = ZONE_HOMES_MAX;
     if (opt.pcp_batch > 1024) opt.pcp_batch = 1024;
     if (opt.thp < 0 || opt.thp >= FOLIO_THP_NMODES) opt.thp = FOLIO_THP_AUTO;
     opt.report_path = any ? env_value("FOLIO_REPORT") : NULL;

@@ -119,7 +119,7 @@ enum chunk_state {
 };
 /* after the table; written by the zone under its lock */
 struct arena_head {
-    uint8_t type[ARENA_CHUNKS];  /* zone: which sizes each chunk was split for (zone.c) */
+    uint8_t type[ARENA_CHUNKS];  /* zone: which sizes each chunk was split for, and its home (zone.c) */
     uint8_t state[ARENA_CHUNKS]; /* enum chunk_state */
     struct arena_head *next;     /* zone: every arena */
     uint16_t free_pages[ARENA_CHUNKS]; /* zone: free pages of each chunk in the zone (zone.c) */

@@ -30,6 +30,7 @@ struct zone_stats {
     uint64_t purges, purged_bytes;
     uint64_t bound_purged_bytes; /* of purged_bytes: purged before the delay, past the dirty bound */
     uint64_t free_pages, dirty_pages, chunks;
+    uint64_t chunks_moved_in; /* whole free chunks a zone took from another (FOLIO_ZONE_HOMES) */
     uint64_t meta_pages; /* pages of the zone's chunks that hold arena metadata */
 };
 struct span *zone_alloc_pages(size_t npages, size_t align_pages);
@@ -232,6 +233,7 @@ struct thp_stats {
 };
 void thp_huge_region(void *p, size_t size); /* huge.c: a new region of huge blocks */
 void thp_stats(struct thp_stats *st);
+unsigned zones_in_use(void);          /* zones given to threads so far, zone 0 included (FOLIO_ZONE_HOMES) */
 size_t zone_in_use_pages(void);           /* pages of the zone's chunks not free in it */
 uint8_t zone_chunk_huge(const struct span *s); /* the huge state of s's chunk */
 size_t zone_collapse_dense(unsigned max, uint64_t now_ms); /* the purger: a pass, once a purge delay; collapses up to max chunks */

@@ -65,6 +65,9 @@ static bool system_allows(const struct os_thp *t) {
 }
 
 static bool huge(uint8_t state) { return state == CHUNK_HUGE_ADVISED || state == CHUNK_HUGE_COLLAPSED; }
+/* a chunk's state, read with an atomic load: a chunk may change zones (zone.c), so its
+ * state is written under one zone's lock and read under another's */
+static uint8_t state_of(const uint8_t *state) { return __atomic_load_n(state, __ATOMIC_RELAXED); }
 
 /* auto, in a heap of THP_DENSE_HEAP_PAGES up to THP_HEAP_PAGES: a new chunk
  * is advised when the last two chunks of its type the zone started before
@@ -89,14 +92,15 @@ static uint32_t chunk_idx(const char *base) { return (uint32_t)(((uintptr_t)base
  * true if this and the chunks started before it make a dense run. */
 static bool dense_run_at(char *base, bool check) {
     struct arena_head *h = arena_head_of((uintptr_t)base);
-    unsigned type = h->type[chunk_idx(base)] & 1;
+    unsigned type = __atomic_load_n(&h->type[chunk_idx(base)], __ATOMIC_RELAXED) & 1;
     char *prev = last_started[type];
     last_started[type] = base;
     if (!check || !prev || prev == base) return false;
     struct arena_head *ph = arena_head_of((uintptr_t)prev);
     uint32_t i = chunk_idx(prev);
-    bool dense = ph->state[i] == CHUNK_IN_ZONE && ph->free_pages[i] <= CHUNK_PAGES / 16 &&
-                 (huge(ph->huge[i]) /* resident whole: the zone's count is all there is */ ||
+    /* prev may be another zone's chunk (zone.c): its counts are read as they are */
+    bool dense = ph->state[i] == CHUNK_IN_ZONE && __atomic_load_n(&ph->free_pages[i], __ATOMIC_RELAXED) <= CHUNK_PAGES / 16 &&
+                 (huge(__atomic_load_n(&ph->huge[i], __ATOMIC_RELAXED)) /* resident whole: the zone's count is all there is */ ||
                   os_resident_pages(prev, CHUNK_SIZE) >= (long)THP_DENSE_RESIDENT);
     dense_run[type] = dense ? dense_run[type] + 1 : 0;
     return dense_run[type] >= THP_DENSE_RUN;
@@ -107,13 +111,13 @@ void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_page
     bool check = opt.thp == FOLIO_THP_AUTO && untouched && heap_pages >= THP_DENSE_WATCH_PAGES &&
                  heap_pages < THP_HEAP_PAGES && system_allows(thp_system());
     bool dense = dense_run_at(base, check) && heap_pages >= THP_DENSE_HEAP_PAGES;
-    if (huge(*state)) return;
+    if (huge(state_of(state))) return;
     if (opt.thp == FOLIO_THP_AUTO && (!untouched || (heap_pages < THP_HEAP_PAGES && !dense))) return;
     const struct os_thp *t = thp_system();
     if (!system_allows(t)) return;
     /* under enabled=always the kernel backs the chunk anyway; a SPLIT chunk
      * carries MADV_NOHUGEPAGE, which only MADV_HUGEPAGE lifts */
-    if (t->pmd != OS_THP_ALWAYS || *state == CHUNK_HUGE_SPLIT)
+    if (t->pmd != OS_THP_ALWAYS || state_of(state) == CHUNK_HUGE_SPLIT)
         if (!os_advise_huge(base, CHUNK_SIZE, true)) return;
     __atomic_store_n(state, (uint8_t)CHUNK_HUGE_ADVISED, __ATOMIC_RELAXED); /* zone_chunk_huge reads it unlocked */
     atomic_fetch_add_explicit(&advised, 1, memory_order_relaxed);
@@ -144,7 +148,7 @@ bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all) {
 }
 
 bool thp_split(uint8_t *state) {
-    if (!huge(*state)) return false;
+    if (!huge(state_of(state))) return false;
     __atomic_store_n(state, (uint8_t)CHUNK_HUGE_SPLIT, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&split, 1, memory_order_relaxed);
     return true;
@@ -162,7 +166,7 @@ bool thp_collapse_wanted(uint8_t state, uint32_t chunk_free_pages, size_t heap_p
  * within a second.  So, as khugepaged waits for a range to stay, a chunk is
  * collapsed only when it was dense at the pass before too. */
 bool thp_collapse_pass(uint8_t *state, uint32_t chunk_free_pages, size_t heap_pages) {
-    uint8_t s = *state;
+    uint8_t s = state_of(state);
     if (s != CHUNK_HUGE_NONE && s != CHUNK_HUGE_DENSE) return false;
     bool dense = thp_collapse_wanted(CHUNK_HUGE_NONE, chunk_free_pages, heap_pages);
     if (dense && s == CHUNK_HUGE_DENSE) return true;

@@ -47,7 +47,19 @@
  *    chunks are in the zone (CHUNK_IN_ZONE), and the span_of entries of the
  *    others are all NULL.
  * Arena memory is unmapped only by zone_release_free, when a mapping failed
- * (as_reclaim): the hot paths make no mmap/munmap. */
+ * (as_reclaim): the hot paths make no mmap/munmap.
+ *
+ * Zones (FOLIO_ZONE_HOMES): a process has up to ZONE_HOMES_MAX of them, each
+ * with everything above (lock, lists, dirty list, descriptors, counters) of
+ * its own; a thread takes a home zone when it first asks for pages (in turn)
+ * and allocates from it, and a span goes back to the zone of its chunk (the
+ * chunk's type byte holds its zone, set while the chunk is whole).  A zone
+ * with no whole free chunk takes one from another zone (trylock: two zones
+ * are held at once only so, or in index order at fork) before the heap
+ * grows.  What they share is the address space: the reservations, every
+ * arena, and each chunk's state, under the arena lock, which ranks after
+ * every zone's.  zone_held is the zone whose lock the calling thread holds:
+ * the functions marked "lock held" work on it. */
 #include <string.h>
 
 #include "page.h"
@@ -56,6 +68,14 @@
 #define RUN_LISTS (4 * MAX_ORDER) /* run lists per chunk type: 4 per power of two, lengths 1 .. CHUNK_PAGES - 1 */
 #define SPAN_RUN_ROOM 0x8u /* a free run: room behind a block that realloc grows (run_fit) */
 
+/* The address space the zones share (the arena lock): the reservation
+ * being carved, every arena, and each arena head's state[] (which chunks
+ * are in a zone); also thp.c's record of the chunks started. */
+static FORK_STATE struct {
+    lock_t lock;
+    char *cur, *end;          /* the current reservation's chunks not yet in a zone */
+    unsigned fork_zones;      /* zones whose locks zone_lock_all took */
+} arenas = {.lock = LOCK_INIT(LOCK_RANK_ARENA)};
 /* The lock and the counters every hold writes lead; the published copies
  * are stored only when they changed (their line stays shared). */
 static FORK_STATE struct zone {
@@ -65,38 +85,97 @@ static FORK_STATE struct zone {
     struct span *run_head[2][RUN_LISTS];      /* [chunk type - 1][run_list(length)]: free runs */
     uint64_t run_lists[2];                    /* bit i: run_head[t][i] is not empty */
     struct span *dirty_head, *dirty_tail;
-    char *arena_cur, *arena_end; /* the current reservation's chunks not yet in the zone */
-    struct arena_head *arenas;   /* every arena */
-    uintptr_t lowest;            /* the lowest reservation's start (0: none yet) */
+#ifdef FOLIO_DEBUG
+    uint64_t checks; /* releases: each 64th checks */
+#endif
     struct span *desc_pool, *desc_fresh; /* freed descriptors; the batch's untouched tail */
     uint32_t desc_pool_n, desc_fresh_n;
     struct span *purging; /* the block being madvised outside the lock, if any */
     /* copies of counters for readers that do not take the lock */
     _Atomic uint64_t dirty_pages_pub, free_pages_pub;
     _Atomic uint64_t large_lists; /* run_lists[CHUNK_LARGE - 1], for readers without the lock */
-    _Atomic bool over_bound; /* zone_take_over_bound's flag */
-    /* on a line of its own: it changes when the heap grows, and every
-     * large block's free and malloc read it (bigcache's small_heap), while
-     * the copies above change with nearly every hold */
-    _Alignas(CACHELINE) _Atomic uint64_t chunks_pub;
+    _Atomic uint64_t chunks_pub; /* (the process's count, which small_heap reads, is zone_chunks_total) */
     /* a batch reserved while the fresh one still had descriptors: taken
      * whole when that one is used up (desc_reserve) */
     struct span *desc_next;
     uint32_t desc_next_n;
-} zone __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
+    _Atomic bool whole_pub; /* a whole free chunk is listed (whole_move_in's hint) */
+} zone_first __attribute__((aligned(CACHELINE))) = {.lock = LOCK_INIT(LOCK_RANK_ZONE)};
+typedef struct zone zone_t;
+/* zones 1 .. ZONE_HOMES_MAX - 1: pages only a process whose threads use
+ * them touches (all zero until then: a lock's rank is for debug builds) */
+#ifdef FOLIO_DEBUG
+static struct zone zones_more[ZONE_HOMES_MAX - 1] = {[0 ... ZONE_HOMES_MAX - 2] = {.lock = LOCK_INIT(LOCK_RANK_ZONE)}};
+#else
+static struct zone zones_more[ZONE_HOMES_MAX - 1];
+#endif
+static zone_t *zone_at(unsigned i) { return i ? &zones_more[i - 1] : &zone_first; }
+static __thread zone_t *zone_held __attribute__((tls_model("initial-exec")));
+#define zone (*zone_held)
 
-static void zone_lock(void) {
-    if (!lock_acquire(&zone.lock)) zone.st.lock_contended++;
+/* not fork state (the fork state's page has no room): the chunks in all
+ * zones, and zone_take_over_bound's flag */
+static _Atomic uint64_t zone_chunks_total;
+static _Atomic bool zone_over_bound;
+static struct arena_head *arena_heads; /* every arena (the arena lock; read once set by arena_list) */
+static void arena_lock(void) { lock_acquire(&arenas.lock); }
+static void arena_unlock(void) { lock_release(&arenas.lock); }
+
+/* Every thread starts in zone 0; one that has waited FOLIO_ZONE_MOVE_WAITS
+ * times for its zone's lock moves to a zone of its own (zones 1.. in turn), so
+ * that only threads that contend pay for zones of their own (each starts
+ * its own chunks).  zones_used() is the zones given so far, zone 0
+ * included: the ones to visit (a zone never given is all zero, and stays
+ * untouched). */
+static _Atomic unsigned homes_given; /* zones 1.. given */
+static unsigned homes_count; /* FOLIO_ZONE_HOMES, resolved (0: one per CPU) by the first home given */
+static __thread uint8_t tl_home __attribute__((tls_model("initial-exec"))); /* the thread's zone */
+static __thread uint32_t tl_zone_waits __attribute__((tls_model("initial-exec"))); /* in zone 0 */
+static unsigned zones_count(void) {
+    unsigned n = __atomic_load_n(&homes_count, __ATOMIC_RELAXED);
+    if (unlikely(!n)) {
+        long want = opt.zone_homes ? opt.zone_homes : pageset_count();
+        n = want < 1 ? 1u : want > ZONE_HOMES_MAX ? ZONE_HOMES_MAX : (unsigned)want;
+        __atomic_store_n(&homes_count, n, __ATOMIC_RELAXED); /* every thread computes the same */
+    }
+    return n;
+}
+static unsigned zones_used(void) {
+    unsigned given = atomic_load_explicit(&homes_given, memory_order_relaxed) + 1;
+    if (given == 1) return 1; /* no thread has moved */
+    unsigned n = zones_count();
+    return given < n ? given : n;
+}
+/* the calling thread's zone's index */
+static unsigned zone_home(void) { return tl_home; }
+/* the calling thread waited for the lock of zone z */
+static __attribute__((noinline)) void zone_waited(const zone_t *z) {
+    if (tl_home || z != &zone_first || ++tl_zone_waits < (uint32_t)opt.zone_move_waits) return;
+    unsigned n = zones_count();
+    if (n > 1) tl_home = (uint8_t)(1 + atomic_fetch_add_explicit(&homes_given, 1, memory_order_relaxed) % (n - 1));
+}
+
+static void zone_lock_at(zone_t *z) {
+    bool uncontended = lock_acquire(&z->lock);
+    zone_held = z;
+    if (!uncontended) {
+        zone.st.lock_contended++;
+        zone_waited(z);
+    }
     zone.st.lock_acquired++;
+}
+/* the calling thread's zone: where its pages come from */
+static void zone_lock(void) {
+    if (unlikely(!opt.zone_move_waits) && !tl_home) zone_waited(&zone_first); /* moves at once */
+    zone_lock_at(zone_at(zone_home()));
 }
 #ifdef FOLIO_DEBUG
 static size_t check_locked(void);
-/* debug builds: every 64th release checks every invariant above */
+/* debug builds: every 64th release of a zone checks every invariant above */
 static void debug_check(void) {
-    static uint64_t releases;
-    if (++releases % 64 == 0 && check_locked() != 0) {
+    if (++zone.checks % 64 == 0 && check_locked() != 0) {
         os_write_err("folio: zone invariant violated\n");
-        os_fatal_ptr("zone:", &zone);
+        os_fatal_ptr("zone:", zone_held);
     }
 }
 #else
@@ -114,7 +193,10 @@ static void zone_unlock(void) {
     publish(&zone.dirty_pages_pub, zone.st.dirty_pages);
     publish(&zone.free_pages_pub, zone.st.free_pages);
     publish(&zone.chunks_pub, zone.st.chunks);
+    if (atomic_load_explicit(&zone.whole_pub, memory_order_relaxed) != !!zone.buddy_head[MAX_ORDER])
+        atomic_store_explicit(&zone.whole_pub, !!zone.buddy_head[MAX_ORDER], memory_order_relaxed);
     lock_release(&zone.lock);
+    zone_held = NULL;
 }
 
 /* ---- descriptors: a pool owned by the zone (lock held) ----
@@ -172,9 +254,22 @@ enum { CHUNK_SMALL = 0, CHUNK_LARGE = 1, CHUNK_MEDIUM = 2 };
 static uint32_t chunk_index(const struct chunk *c) {
     return (uint32_t)(((uintptr_t)c >> PAGE_SHIFT) & (ARENA_CHUNKS - 1));
 }
-static uint8_t *chunk_type(const struct chunk *c) {
+/* A chunk's type byte: its type (bits 0-1) and its zone (bits 2-4),
+ * written by that zone while the chunk is whole (chunk_set_type), read
+ * without a lock by a free of a span in it (zone_of_chunk), which the
+ * chunk's type byte cannot change under: it is not whole. */
+static uint8_t *chunk_type_byte(const struct chunk *c) {
     return &arena_head_of((uintptr_t)c)->type[chunk_index(c)];
 }
+static unsigned chunk_type_zone(const struct chunk *c) { return __atomic_load_n(chunk_type_byte(c), __ATOMIC_RELAXED); }
+static unsigned chunk_type(const struct chunk *c) { return chunk_type_zone(c) & 3u; }
+static unsigned chunk_zone(const struct chunk *c) { return chunk_type_zone(c) >> 2; }
+static void chunk_set_type(const struct chunk *c, unsigned type, const zone_t *z) {
+    unsigned index = z == &zone_first ? 0 : (unsigned)(z - zones_more) + 1;
+    __atomic_store_n(chunk_type_byte(c), (uint8_t)(type | index << 2), __ATOMIC_RELAXED);
+}
+static zone_t *zone_of_chunk(const struct chunk *c) { return zone_at(chunk_zone(c)); }
+static void zone_lock_chunk(const struct chunk *c) { zone_lock_at(zone_of_chunk(c)); }
 
 /* A run of n pages is on list 4k + the two bits below its top one (k =
  * floor(log2(n))): a list holds runs within a quarter of each other, and
@@ -186,7 +281,7 @@ static unsigned run_list(uint32_t n) {
 /* a free block's list: its order's (buddy blocks, whole chunks), or its
  * length's in its chunk type's run lists */
 static struct span **list_head(struct span *d) {
-    unsigned t = d->order == MAX_ORDER ? CHUNK_SMALL : *chunk_type(d->chunk);
+    unsigned t = d->order == MAX_ORDER ? CHUNK_SMALL : chunk_type(d->chunk);
     return t == CHUNK_SMALL ? &zone.buddy_head[d->order] : &zone.run_head[t - 1][run_list(d->npages)];
 }
 
@@ -196,7 +291,8 @@ static uint16_t *chunk_free(const struct chunk *c) {
 static uint8_t *chunk_huge(const struct chunk *c) { return &arena_head_of((uintptr_t)c)->huge[chunk_index(c)]; }
 static void free_add(struct chunk *c, long n) {
     zone.st.free_pages += (uint64_t)n;
-    *chunk_free(c) = (uint16_t)(*chunk_free(c) + n);
+    /* an atomic store: thp.c reads another zone's chunk's count unlocked */
+    __atomic_store_n(chunk_free(c), (uint16_t)(*chunk_free(c) + n), __ATOMIC_RELAXED);
 }
 
 /* run_lists: which run lists are not empty, updated under the lock when a
@@ -228,7 +324,7 @@ static void list_del(struct span *d) {
  * buddy freed since) goes to the head of the dirty list, where this pass
  * of the purge finds it; at the tail it would wait behind blocks freed
  * since it was put. */
-static uint64_t dirty_head_before;
+static __thread uint64_t dirty_head_before __attribute__((tls_model("initial-exec")));
 static void dirty_add(struct span *d) {
     d->flags |= SPAN_DIRTY_LISTED;
     if (d->freed_at < dirty_head_before) {
@@ -315,7 +411,7 @@ static void block_insert(struct chunk *c, uint32_t idx, unsigned order, bool zer
  * taken instead) while short ones lead the list */
 #define RUN_FIT_LOOK_OWN 32
 
-static bool chunk_runs(const struct chunk *c) { return *chunk_type(c) != CHUNK_SMALL; }
+static bool chunk_runs(const struct chunk *c) { return chunk_type(c) != CHUNK_SMALL; }
 /* the order of the smallest power of two that holds pages */
 static unsigned order_for(size_t pages) {
     return pages <= 1 ? 0 : (unsigned)(64 - __builtin_clzll(pages - 1));
@@ -475,6 +571,7 @@ static void range_insert(struct chunk *c, uint32_t idx, uint32_t n, unsigned fl,
 
 static struct span *depot_collect(uint64_t before);
 static void depot_release_list(struct span *list, uint64_t before);
+static void depot_release_routed(struct span *list, uint64_t before);
 
 /* ---- chunks ---- */
 
@@ -483,25 +580,40 @@ static void depot_release_list(struct span *list, uint64_t before);
 #define CHUNK_ADD_DESCS 10
 _Static_assert(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2 <= DESC_BATCH, "a batch covers any reserve (desc_reserve)");
 
-/* Put the mapped 2 MiB at base in the zone (lock held, CHUNK_ADD_DESCS
- * descriptors reserved).  An arena's first chunk is entered (arena_enter)
- * here, after its head is written and before any of its pages is handed
- * out; its metadata pages stay out of the zone. */
+/* The mapped 2 MiB at base goes into the zone whose lock is held (and the
+ * arena lock): an
+ * arena's first chunk is entered (arena_enter) here, after its head is
+ * written and before any of its pages is handed out. */
+static void arena_chunk_enter(char *base) {
+    uintptr_t a = (uintptr_t)base;
+    struct arena_head *head = arena_head_of(a);
+    if (a == arena_base(a)) {
+        head->next = arena_heads;
+        __atomic_store_n(&arena_heads, head, __ATOMIC_RELEASE);
+        arena_enter(a);
+    }
+    /* its zone first (the caller's, whose lock is held): a pass over the
+     * chunks in a zone (collapse_pass, check_locked) reads the state and
+     * then the zone, both under the arena lock */
+    chunk_set_type(chunk_of(a), CHUNK_SMALL, zone_held);
+    head->state[chunk_index(chunk_of(a))] = CHUNK_IN_ZONE;
+}
+static struct arena_head *arena_list(void) { return __atomic_load_n(&arena_heads, __ATOMIC_ACQUIRE); }
+
+/* Put the mapped 2 MiB at base, entered (arena_chunk_enter), in the zone
+ * (lock held, CHUNK_ADD_DESCS descriptors reserved); an arena's metadata
+ * pages stay out of it. */
 static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
     uintptr_t a = (uintptr_t)base;
     struct chunk *c = chunk_of(a);
-    struct arena_head *head = arena_head_of(a);
     uint32_t first = 0;
     if (a == arena_base(a)) {
-        head->next = zone.arenas;
-        zone.arenas = head;
-        arena_enter(a);
         first = ARENA_META_PAGES;
         zone.st.meta_pages += ARENA_META_PAGES;
     }
-    head->state[chunk_index(c)] = CHUNK_IN_ZONE;
-    head->type[chunk_index(c)] = CHUNK_SMALL;
+    chunk_set_type(c, CHUNK_SMALL, zone_held);
     zone.st.chunks++;
+    atomic_fetch_add_explicit(&zone_chunks_total, 1, memory_order_relaxed);
     /* the chunk's table page is written before block_insert reads a
      * buddy's slot on it: one fault for it, not a read of the zero page and
      * then its copy (the slot is NULL: no block of the chunk exists yet,
@@ -515,7 +627,7 @@ static void chunk_add(char *base, bool zeroed, uint64_t freed_at) {
  * address: growth in place needs no new metadata.  A chunk whose address
  * something else now holds is not tried again until the next release. */
 static char *chunk_remap(void) {
-    for (struct arena_head *head = zone.arenas; head; head = head->next)
+    for (struct arena_head *head = arena_heads; head; head = head->next)
         for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
             if (head->state[i] != CHUNK_NONE && head->state[i] != CHUNK_RELEASED) continue;
             char *b = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
@@ -547,10 +659,13 @@ static uintptr_t first_arena_hint(void) {
 static bool arena_reserve(void) {
     size_t size = ((size_t)opt.arena_mib << 20) & ~(CHUNK_SIZE - 1);
     if (size < CHUNK_SIZE) size = CHUNK_SIZE;
+    uintptr_t lowest = 0; /* the lowest reservation's start (each is an arena: its head is listed) */
+    for (struct arena_head *head = arena_heads; head; head = head->next)
+        if (!lowest || arena_base((uintptr_t)head) < lowest) lowest = arena_base((uintptr_t)head);
     for (;;) {
         size_t room = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
         char *p = NULL;
-        uintptr_t below = zone.lowest ? zone.lowest : first_arena_hint();
+        uintptr_t below = lowest ? lowest : first_arena_hint();
         if (below > room) p = os_reserve_at((char *)(below - room), size);
         if (!p) p = os_reserve(size, ARENA_ALIGN);
         if (p && ((uintptr_t)p + size) >> ARENA_MAP_BITS) { /* beyond arena_map */
@@ -559,9 +674,8 @@ static bool arena_reserve(void) {
         }
         if (p) {
             thp_arena_reserved(p, size);
-            zone.arena_cur = p;
-            zone.arena_end = p + size;
-            if (!zone.lowest || (uintptr_t)p < zone.lowest) zone.lowest = (uintptr_t)p;
+            arenas.cur = p;
+            arenas.end = p + size;
             return true;
         }
         if (size == CHUNK_SIZE) return false;
@@ -589,29 +703,40 @@ static uint64_t dirty_excess_pages(void) {
     if (keep < DIRTY_FLOOR_PAGES) keep = DIRTY_FLOOR_PAGES;
     return zone.st.dirty_pages > keep ? zone.st.dirty_pages - keep : 0;
 }
-bool zone_over_bound_pending(void) { return atomic_load_explicit(&zone.over_bound, memory_order_relaxed); }
+bool zone_over_bound_pending(void) { return atomic_load_explicit(&zone_over_bound, memory_order_relaxed); }
 bool zone_take_over_bound(void) {
-    return atomic_load_explicit(&zone.over_bound, memory_order_relaxed) &&
-           atomic_exchange_explicit(&zone.over_bound, false, memory_order_relaxed);
+    return atomic_load_explicit(&zone_over_bound, memory_order_relaxed) &&
+           atomic_exchange_explicit(&zone_over_bound, false, memory_order_relaxed);
 }
 
 /* Put a new chunk in the zone as one zeroed whole free block; an arena's
  * first chunk, which holds metadata, counts only when !whole (the caller
  * can use part of a chunk): otherwise growth goes on. */
+/* The next chunk of address space, entered (arena lock held), or NULL. */
+static char *arena_take(void) {
+    for (;;) {
+        char *base;
+        if (arenas.cur != arenas.end) {
+            base = arenas.cur;
+            arenas.cur += CHUNK_SIZE;
+        } else if (!(base = chunk_remap())) {
+            if (!arena_reserve()) return NULL;
+            continue;
+        }
+        arena_chunk_enter(base);
+        return base;
+    }
+}
 static bool chunk_grow(bool whole) {
     for (;;) {
         /* what chunk_add takes, and what the caller had reserved for after */
         if (!desc_reserve(CHUNK_ADD_DESCS + 2 * MAX_ORDER + 2)) return false;
-        char *base;
-        if (zone.arena_cur != zone.arena_end) {
-            base = zone.arena_cur;
-            zone.arena_cur += CHUNK_SIZE;
-        } else if (!(base = chunk_remap())) {
-            if (!arena_reserve()) return false;
-            continue;
-        }
+        arena_lock();
+        char *base = arena_take();
+        arena_unlock();
+        if (!base) return false;
         chunk_add(base, true, 0);
-        if (dirty_excess_pages()) atomic_store_explicit(&zone.over_bound, true, memory_order_relaxed);
+        if (dirty_excess_pages()) atomic_store_explicit(&zone_over_bound, true, memory_order_relaxed);
         if (!whole || (uintptr_t)base != arena_base((uintptr_t)base)) return true;
     }
 }
@@ -627,47 +752,57 @@ static bool chunk_grow(bool whole) {
  * batch at a time. */
 size_t zone_release_free(void) {
     size_t released = 0;
-    struct span *depot = depot_collect(UINT64_MAX); /* its spans' chunks may then be whole */
-    zone_lock();
-    depot_release_list(depot, UINT64_MAX);
-    for (struct arena_head *head = zone.arenas; head; head = head->next) /* worth a retry now */
+    /* the depot's spans first: their chunks may then be whole */
+    depot_release_routed(depot_collect(UINT64_MAX), UINT64_MAX);
+    char *tail = NULL;
+    size_t tail_size = 0;
+    arena_lock();
+    for (struct arena_head *head = arena_heads; head; head = head->next) /* worth a retry now */
         for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
             if (head->state[i] == CHUNK_OCCUPIED) head->state[i] = CHUNK_NONE;
-    zone_unlock();
-    for (bool more = true; more;) {
-        char *bases[64], *tail = NULL;
-        size_t n = 0, tail_size = 0;
-        zone_lock();
-        if (zone.arena_cur != zone.arena_end) {
-            tail = zone.arena_cur;
-            tail_size = (size_t)(zone.arena_end - zone.arena_cur);
-            zone.arena_cur = zone.arena_end = NULL;
-        }
-        struct span *d;
-        while (n < 64 && (d = zone.buddy_head[MAX_ORDER])) {
-            struct chunk *c = d->chunk;
-            free_unlink(d);
-            desc_put(d);
-            zone.st.chunks--;
-            arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
-            __atomic_store_n(chunk_huge(c), (uint8_t)CHUNK_HUGE_NONE, __ATOMIC_RELAXED); /* a new mapping carries no advice */
-            bases[n++] = chunk_base(c);
-        }
-        more = n == 64;
-        zone_unlock();
-        if (tail && os_release(tail, tail_size)) released += tail_size;
-        for (size_t i = 0; i < n; i++) {
-            if (os_release(bases[i], CHUNK_SIZE)) {
-                released += CHUNK_SIZE;
-                continue;
-            }
-            zone_lock(); /* munmap refused (too many mappings): keep the chunk, stop */
-            if (desc_reserve(CHUNK_ADD_DESCS)) chunk_add(bases[i], false, os_now_ms());
-            else arena_head_of((uintptr_t)bases[i])->state[chunk_index(chunk_of((uintptr_t)bases[i]))] = CHUNK_OCCUPIED;
-            zone_unlock();
-            more = false;
-        }
+    if (arenas.cur != arenas.end) {
+        tail = arenas.cur;
+        tail_size = (size_t)(arenas.end - arenas.cur);
+        arenas.cur = arenas.end = NULL;
     }
+    arena_unlock();
+    if (tail && os_release(tail, tail_size)) released += tail_size;
+    for (unsigned z = 0, n = zones_used(); z < n; z++)
+        for (bool more = true; more;) {
+            char *bases[64];
+            size_t k = 0;
+            zone_lock_at(zone_at(z));
+            struct span *d;
+            while (k < 64 && (d = zone.buddy_head[MAX_ORDER])) {
+                struct chunk *c = d->chunk;
+                free_unlink(d);
+                desc_put(d);
+                zone.st.chunks--;
+                atomic_fetch_sub_explicit(&zone_chunks_total, 1, memory_order_relaxed);
+                arena_lock();
+                arena_head_of((uintptr_t)c)->state[chunk_index(c)] = CHUNK_RELEASED;
+                arena_unlock();
+                __atomic_store_n(chunk_huge(c), (uint8_t)CHUNK_HUGE_NONE, __ATOMIC_RELAXED); /* a new mapping carries no advice */
+                bases[k++] = chunk_base(c);
+            }
+            more = k == 64;
+            zone_unlock();
+            for (size_t i = 0; i < k; i++) {
+                if (os_release(bases[i], CHUNK_SIZE)) {
+                    released += CHUNK_SIZE;
+                    continue;
+                }
+                zone_lock_at(zone_at(z)); /* munmap refused (too many mappings): keep the chunk, stop */
+                bool keep = desc_reserve(CHUNK_ADD_DESCS);
+                arena_lock();
+                if (keep) arena_chunk_enter(bases[i]);
+                else arena_head_of((uintptr_t)bases[i])->state[chunk_index(chunk_of((uintptr_t)bases[i]))] = CHUNK_OCCUPIED;
+                arena_unlock();
+                if (keep) chunk_add(bases[i], false, os_now_ms());
+                zone_unlock();
+                more = false;
+            }
+        }
     return released;
 }
 
@@ -683,7 +818,15 @@ static struct span *fullest(struct span *d) {
     return best;
 }
 
-static size_t in_use_locked(void) { return zone.st.chunks * CHUNK_PAGES - zone.st.free_pages; }
+/* the process's pages in use (lock held): this zone's as they are, the
+ * others' as last published */
+static size_t in_use_locked(void) {
+    uint64_t own = zone.st.chunks * CHUNK_PAGES - zone.st.free_pages;
+    uint64_t own_pub = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES -
+                       atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
+    uint64_t all = zone_in_use_pages();
+    return (size_t)(all > own_pub ? all - own_pub : 0) + (size_t)own;
+}
 
 /* A buddy block of order or more in the SMALL chunks (the fullest among the
  * first few of the lowest list that has one), or NULL.  The first growth of
@@ -693,7 +836,7 @@ static struct span *buddy_find(unsigned order, unsigned *k) {
     for (int pass = 0; pass < 2; pass++) {
         for (*k = order; *k < MAX_ORDER; (*k)++)
             if (zone.buddy_head[*k]) return fullest(zone.buddy_head[*k]);
-        if (pass || zone.buddy_head[MAX_ORDER] || zone.arenas || !chunk_grow(false)) break;
+        if (pass || zone.buddy_head[MAX_ORDER] || arena_list() || !chunk_grow(false)) break;
     }
     return NULL;
 }
@@ -725,14 +868,49 @@ static struct span *buddy_split(struct span *d, unsigned k, unsigned order) {
     return d;
 }
 
+/* A whole free chunk of another zone's, moved into this one (lock held,
+ * a descriptor reserved): the heap grows only when no zone has one.  The
+ * other zone's lock is tried, never waited for (zones are held two at a
+ * time only so, or in index order at fork). */
+__attribute__((noinline)) static bool whole_move_in(void) {
+    zone_t *self = zone_held;
+    for (unsigned i = 0, n = zones_used(); i < n; i++) {
+        zone_t *other = zone_at(i);
+        if (other == self || !atomic_load_explicit(&other->whole_pub, memory_order_relaxed) || !lock_try(&other->lock))
+            continue;
+        zone_held = other;
+        struct span *d = zone.buddy_head[MAX_ORDER];
+        struct chunk *c = d ? d->chunk : NULL;
+        unsigned zeroed = d ? d->flags & SPAN_ZEROED : 0;
+        uint64_t freed_at = d ? d->freed_at : 0;
+        if (d) {
+            free_unlink(d);
+            desc_put(d);
+            zone.st.chunks--;
+        }
+        zone_unlock();
+        zone_held = self;
+        if (!c) continue;
+        chunk_set_type(c, CHUNK_SMALL, self);
+        zone.st.chunks++;
+        zone.st.chunks_moved_in++;
+        range_insert(c, 0, CHUNK_PAGES, zeroed, freed_at, NULL);
+        return true;
+    }
+    return false;
+}
+
 /* A whole free chunk, growing the heap if none is free, given the type of
  * its first use (lock held), or NULL. */
 static struct span *whole_take(unsigned type) {
     struct span *d = zone.buddy_head[MAX_ORDER];
-    if (!d && chunk_grow(true)) d = zone.buddy_head[MAX_ORDER];
+    if (!d && ((zones_used() > 1 && whole_move_in()) || chunk_grow(true))) d = zone.buddy_head[MAX_ORDER];
     if (d) {
-        *chunk_type(d->chunk) = (uint8_t)type;
-        thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED, in_use_locked());
+        chunk_set_type(d->chunk, type, zone_held);
+        size_t in_use = in_use_locked();
+        arena_lock(); /* thp.c's record of the chunks started */
+        thp_chunk_used(chunk_base(d->chunk), chunk_huge(d->chunk), d->flags & SPAN_ZEROED, in_use);
+        arena_unlock();
     }
     return d;
 }
@@ -766,14 +944,14 @@ static struct span *block_take(unsigned order) {
 #define GROW_ROOM 4
 #define GROW_ROOM_HEAP_CHUNKS 4
 
-/* unlocked, a hint: whether a LARGE chunk has a free run that holds npages
+/* unlocked, a hint: whether a LARGE chunk of the calling thread's zone has a free run that holds npages
  * (one on a list above npages' own, or on its own when npages is the
  * shortest length there) */
 bool zone_large_fits_hint(size_t npages) {
     if (npages <= (1u << PCP_MAX_ORDER)) return true;
     if (npages >= CHUNK_PAGES) return false;
     unsigned own = run_list((uint32_t)npages), first = own + (run_list((uint32_t)npages - 1) == own);
-    return atomic_load_explicit(&zone.large_lists, memory_order_relaxed) >> first;
+    return atomic_load_explicit(&zone_at(zone_home())->large_lists, memory_order_relaxed) >> first;
 }
 
 /* Which chunks serve a span of npages: the powers of two up to
@@ -855,21 +1033,43 @@ static void span_release_locked(struct span *s, uint64_t now) {
 
 void zone_free_span(struct span *s) {
     uint64_t now = os_now_ms();
-    zone_lock();
+    zone_lock_chunk(s->chunk);
     if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
     zone_unlock();
 }
 
 /* Return a list of blocks (linked through ->next) in one lock hold. */
+/* The spans of *list (through ->next) in the zone of its first one's
+ * chunk, out of it, in their order; the rest stay in *list, in theirs. */
+static struct span *zone_group_take(struct span **list) {
+    zone_t *z = zone_of_chunk((*list)->chunk);
+    struct span *group = NULL, **tail = &group, **at = list;
+    while (*at) {
+        struct span *s = *at;
+        if (zone_of_chunk(s->chunk) != z) {
+            at = &s->next;
+            continue;
+        }
+        *at = s->next;
+        s->next = NULL;
+        *tail = s;
+        tail = &s->next;
+    }
+    return group;
+}
+
 void zone_free_bulk(struct span *list) {
     uint64_t now = os_now_ms();
-    zone_lock();
-    while (list) {
-        struct span *s = list;
-        list = s->next;
-        if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
+    while (list) { /* one hold of each zone the spans are in */
+        struct span *group = zone_group_take(&list);
+        zone_lock_chunk(group->chunk);
+        while (group) {
+            struct span *s = group;
+            group = s->next;
+            if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
+        }
+        zone_unlock();
     }
-    zone_unlock();
 }
 
 /* ---- the depot ----
@@ -1074,6 +1274,16 @@ static void depot_release_list(struct span *list, uint64_t before) {
     }
     dirty_head_before = 0;
 }
+/* depot_release_list for spans of any zones (no zone lock held): one hold
+ * of each zone they are in */
+static void depot_release_routed(struct span *list, uint64_t before) {
+    while (list) {
+        struct span *group = zone_group_take(&list);
+        zone_lock_chunk(group->chunk);
+        depot_release_list(group, before);
+        zone_unlock();
+    }
+}
 
 /* Up to n spans of npages from the depot into out[] (its shard's lock,
  * taken only when the shard's hint says the size may be held). */
@@ -1196,18 +1406,20 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
         }
         shard_unlock(h);
     }
-    if (!rest) return;
     uint64_t now = os_now_ms();
-    zone_lock();
-    while (rest) {
-        struct span *s = rest;
-        rest = s->next;
-        zone.st.depot_bypassed++;
-        zone.st.pages_to_zone += s->npages;
-        s->freed_at = now;
-        if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
+    while (rest) { /* one hold of each zone the spans are in */
+        struct span *group = zone_group_take(&rest);
+        zone_lock_chunk(group->chunk);
+        while (group) {
+            struct span *s = group;
+            group = s->next;
+            zone.st.depot_bypassed++;
+            zone.st.pages_to_zone += s->npages;
+            s->freed_at = now;
+            if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
+        }
+        zone_unlock();
     }
-    zone_unlock();
 }
 
 /* Memory pressure (reclaim active): every depot span to the free lists
@@ -1215,10 +1427,7 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
 void zone_depot_flush(void) {
     uint64_t now = os_now_ms(), delay = (uint64_t)opt.purge_delay_ms;
     struct span *list = depot_collect(UINT64_MAX);
-    if (!list) return;
-    zone_lock();
-    depot_release_list(list, now + 1 > delay ? now + 1 - delay : 0);
-    zone_unlock();
+    depot_release_routed(list, now + 1 > delay ? now + 1 - delay : 0);
 }
 
 /* A shard's invariants (its lock held): violations. */
@@ -1253,15 +1462,22 @@ static size_t check_shard(struct depot_shard *h) {
  * pagesets in use), so the growth this could feed (caches pin chunks, the
  * zone adds chunks, the caches grow) converges, at most 8/7 of the heap. */
 size_t zone_managed_pages(void) {
-    return (size_t)atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
+    return (size_t)atomic_load_explicit(&zone_chunks_total, memory_order_relaxed) * CHUNK_PAGES;
+}
+/* the zones' published free and dirty pages, summed */
+static void zones_pub(uint64_t *free_pages, uint64_t *dirty) {
+    *free_pages = *dirty = 0;
+    for (unsigned i = 0, n = zones_used(); i < n; i++) {
+        *free_pages += atomic_load_explicit(&zone_at(i)->free_pages_pub, memory_order_relaxed);
+        *dirty += atomic_load_explicit(&zone_at(i)->dirty_pages_pub, memory_order_relaxed);
+    }
 }
 
 /* Resident memory folio holds, estimated without a syscall: the zone's
  * chunks minus free pages known to be zero (never touched or purged). */
 size_t zone_resident_estimate(void) {
-    uint64_t chunks = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed);
-    uint64_t free_pages = atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
-    uint64_t dirty = atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed);
+    uint64_t chunks = atomic_load_explicit(&zone_chunks_total, memory_order_relaxed), free_pages, dirty;
+    zones_pub(&free_pages, &dirty);
     uint64_t clean = free_pages > dirty ? free_pages - dirty : 0;
     uint64_t total = chunks * CHUNK_PAGES;
     return (size_t)(total > clean ? total - clean : 0) << PAGE_SHIFT;
@@ -1277,7 +1493,7 @@ bool zone_resize(struct span *s, size_t npages) {
     struct chunk *c = s->chunk;
     uint32_t end = s->page_idx + s->npages, new_end = s->page_idx + (uint32_t)npages;
     uint64_t now = os_now_ms();
-    zone_lock();
+    zone_lock_chunk(c);
     bool ok = desc_reserve(2 * MAX_ORDER + 2);
     if (ok && new_end < end) {
         range_insert(c, new_end, end - new_end, 0, now, NULL);
@@ -1315,8 +1531,26 @@ bool zone_resize(struct span *s, size_t npages) {
  * marked SPAN_PURGING (off the lists, not mergeable) meanwhile.  Callers on
  * allocation paths pass a budget so that they do not stall long; the
  * background purger passes none. */
+static size_t zone_purge_held(bool all, size_t budget, uint64_t now);
 size_t zone_purge(bool all, size_t budget) {
     uint64_t now = os_now_ms();
+    size_t done = 0;
+    /* the depot's spans that would have been purged by now had they gone
+     * to the free lists go there now, and are purged below */
+    uint64_t delay = (uint64_t)opt.purge_delay_ms, before = all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0;
+    depot_release_routed(depot_collect(before), before);
+    asks_decay();
+    for (unsigned i = 0, n = zones_used(); i < n && (!budget || done < budget); i++) {
+        zone_lock_at(zone_at(i));
+        done += zone_purge_held(all, budget ? budget - done : 0, now);
+        zone_unlock();
+    }
+    return done;
+}
+/* zone_purge in the zone whose lock is held (dropped and taken again
+ * around each madvise) */
+static size_t zone_purge_held(bool all, size_t budget, uint64_t now) {
+    zone_t *self = zone_held;
     size_t done = 0;
     /* a block left whole goes back to the tail, freed now: once one has,
      * the walk ends at the first block freed now (with a delay of 0 the
@@ -1324,13 +1558,6 @@ size_t zone_purge(bool all, size_t budget) {
      * pointer to the first kept one goes stale while the lock is dropped
      * for a madvise, when another thread may take that block) */
     bool requeued = false;
-    /* the depot's spans that would have been purged by now had they gone
-     * to the free lists go there now, and are purged below */
-    uint64_t delay = (uint64_t)opt.purge_delay_ms, before = all ? UINT64_MAX : now + 1 > delay ? now + 1 - delay : 0;
-    struct span *expired = depot_collect(before);
-    asks_decay();
-    zone_lock();
-    depot_release_list(expired, before);
     /* past the dirty bound, the oldest blocks go before their delay */
     size_t excess = all ? 0 : (size_t)dirty_excess_pages() << PAGE_SHIFT;
     for (;;) {
@@ -1340,7 +1567,7 @@ size_t zone_purge(bool all, size_t budget) {
             break;
         uint8_t *huge = chunk_huge(d->chunk);
         bool part = d->order < MAX_ORDER;
-        if (part && thp_keep_whole(*huge, *chunk_free(d->chunk), all)) {
+        if (part && thp_keep_whole(__atomic_load_n(huge, __ATOMIC_RELAXED), *chunk_free(d->chunk), all)) {
             dirty_del(d); /* a huge page stays whole: the block waits another delay */
             d->freed_at = now;
             dirty_add(d);
@@ -1358,7 +1585,7 @@ size_t zone_purge(bool all, size_t budget) {
         zone_unlock();
         if (split) os_advise_huge(base, CHUNK_SIZE, false); /* before the purge splits its page */
         os_purge(d->start, bytes);
-        zone_lock();
+        zone_lock_at(self);
         zone.purging = NULL;
         zone.st.purges++;
         zone.st.purged_bytes += bytes;
@@ -1368,13 +1595,13 @@ size_t zone_purge(bool all, size_t budget) {
         if (!desc_reserve(2 * MAX_ORDER + 2)) break; /* leaves the block out: only on meta OOM */
         range_insert(d->chunk, d->page_idx, d->npages, SPAN_ZEROED | (d->flags & SPAN_RUN_ROOM), 0, d);
     }
-    zone_unlock();
     return done;
 }
 
+unsigned zones_in_use(void) { return zones_used(); }
 size_t zone_in_use_pages(void) {
-    uint64_t chunks = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed);
-    uint64_t free_pages = atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
+    uint64_t chunks = atomic_load_explicit(&zone_chunks_total, memory_order_relaxed), free_pages, dirty;
+    zones_pub(&free_pages, &dirty);
     return chunks * CHUNK_PAGES > free_pages ? (size_t)(chunks * CHUNK_PAGES - free_pages) : 0;
 }
 
@@ -1388,31 +1615,42 @@ uint8_t zone_chunk_huge(const struct span *s) { return __atomic_load_n(chunk_hug
  * no other pass picks it, and collapsed after the lock is dropped (a
  * collapse copies 2 MiB); their outcomes are recorded in one hold. */
 static uint64_t collapse_pass_ms; /* the last pass; the purger thread only */
+static size_t collapse_pass(unsigned max);
 size_t zone_collapse_dense(unsigned max, uint64_t now_ms) {
+    if (collapse_pass_ms && now_ms - collapse_pass_ms < (uint64_t)opt.purge_delay_ms) return 0;
+    collapse_pass_ms = now_ms;
+    return collapse_pass(max);
+}
+__attribute__((noinline)) static size_t collapse_pass(unsigned max) {
     enum { PASS_MAX = 8 };
     char *base[PASS_MAX];
     uint8_t *huge[PASS_MAX];
-    unsigned n = 0;
-    if (collapse_pass_ms && now_ms - collapse_pass_ms < (uint64_t)opt.purge_delay_ms) return 0;
-    collapse_pass_ms = now_ms;
+    unsigned n = 0, in_zone[PASS_MAX];
     if (max > PASS_MAX) max = PASS_MAX;
-    zone_lock();
-    size_t heap = in_use_locked();
-    for (struct arena_head *head = zone.arenas; head; head = head->next)
-        for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
-            if (head->state[i] == CHUNK_IN_ZONE && n < max &&
-                thp_collapse_pass(&head->huge[i], head->free_pages[i], heap)) {
-                base[n] = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
-                huge[n] = &head->huge[i];
-                __atomic_store_n(huge[n], (uint8_t)CHUNK_HUGE_COLLAPSED, __ATOMIC_RELAXED);
-                n++;
+    for (unsigned z = 0, zones = zones_used(); z < zones && n < max; z++) { /* each zone's chunks under its lock */
+        zone_lock_at(zone_at(z));
+        size_t heap = in_use_locked();
+        arena_lock(); /* the chunks' states */
+        for (struct arena_head *head = arena_heads; head; head = head->next)
+            for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
+                char *b = (char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT));
+                if (head->state[i] == CHUNK_IN_ZONE && n < max &&
+                    chunk_zone(chunk_of((uintptr_t)b)) == z && thp_collapse_pass(&head->huge[i], head->free_pages[i], heap)) {
+                    base[n] = b;
+                    huge[n] = &head->huge[i];
+                    in_zone[n] = z;
+                    __atomic_store_n(huge[n], (uint8_t)CHUNK_HUGE_COLLAPSED, __ATOMIC_RELAXED);
+                    n++;
+                }
             }
-    zone_unlock();
+        arena_unlock();
+        zone_unlock();
+    }
     bool ok[PASS_MAX];
     for (unsigned k = 0; k < n; k++) ok[k] = os_collapse(base[k], CHUNK_SIZE);
-    if (n) {
-        zone_lock();
-        for (unsigned k = 0; k < n; k++) thp_collapsed(huge[k], ok[k]);
+    for (unsigned k = 0; k < n; k++) {
+        zone_lock_at(zone_at(in_zone[k]));
+        thp_collapsed(huge[k], ok[k]);
         zone_unlock();
     }
     return n;
@@ -1420,9 +1658,9 @@ size_t zone_collapse_dense(unsigned max, uint64_t now_ms) {
 
 /* dirty free memory, the depot's included (the purger's backlog) */
 size_t zone_dirty_bytes(void) {
-    return (size_t)(atomic_load_explicit(&zone.dirty_pages_pub, memory_order_relaxed) +
-                    atomic_load_explicit(&depot_pages_total, memory_order_relaxed))
-           << PAGE_SHIFT;
+    uint64_t free_pages, dirty;
+    zones_pub(&free_pages, &dirty);
+    return (size_t)(dirty + atomic_load_explicit(&depot_pages_total, memory_order_relaxed)) << PAGE_SHIFT;
 }
 
 /* free_pages and dirty_pages count the depot's spans (free, dirty) */
@@ -1441,9 +1679,15 @@ void zone_stats(struct zone_stats *st) {
         }
         shard_unlock(&depot_shards[i]);
     }
-    zone_lock();
-    *st = zone.st;
-    zone_unlock();
+    _Static_assert(sizeof(struct zone_stats) % sizeof(uint64_t) == 0, "zone_stats is counters only");
+    uint64_t *sum = (uint64_t *)st;
+    memset(st, 0, sizeof *st);
+    for (unsigned z = 0, n = zones_used(); z < n; z++) { /* each zone's lock in turn */
+        zone_lock_at(zone_at(z));
+        const uint64_t *own = (const uint64_t *)&zone.st;
+        for (size_t k = 0; k < sizeof(struct zone_stats) / sizeof(uint64_t); k++) sum[k] += own[k];
+        zone_unlock();
+    }
     st->pages_from_zone += got; /* the depot is the page heap's too */
     st->pages_to_zone += put;
     st->depot_gets = gets;
@@ -1455,32 +1699,43 @@ void zone_stats(struct zone_stats *st) {
 
 void zone_visit_locks(lock_visit_fn *fn, void *ctx) {
     for (int i = 0; i < DEPOT_SHARDS; i++) fn(ctx, "depot", i, &depot_shards[i].lock);
-    fn(ctx, "zone", -1, &zone.lock);
+    for (unsigned z = 0, n = zones_used(); z < n; z++) fn(ctx, "zone", n > 1 ? (long)z : -1, &zone_at(z)->lock);
+    fn(ctx, "arena", -1, &arenas.lock);
 }
 
-/* fork: the depot's shards (in index order), then the zone */
+/* fork: the depot's shards (in index order), then the zones in use (in
+ * index order; as many as were in use when they were taken), then the
+ * arena lock */
 void zone_lock_all(void) {
     for (int i = 0; i < DEPOT_SHARDS; i++) lock_acquire(&depot_shards[i].lock);
-    lock_acquire(&zone.lock);
+    arenas.fork_zones = zones_used();
+    for (unsigned z = 0; z < arenas.fork_zones; z++) lock_acquire(&zone_at(z)->lock);
+    lock_acquire(&arenas.lock);
 }
 /* In a fork child the purger that was madvising a block outside the lock
  * does not exist: its block goes back on the lists, as dirty (it may be
  * partly purged), instead of being lost. */
 void zone_unlock_all(bool child) {
     if (!child) {
-        lock_release(&zone.lock);
+        lock_release(&arenas.lock);
+        for (unsigned z = arenas.fork_zones; z-- > 0;) lock_release(&zone_at(z)->lock);
         for (int i = DEPOT_SHARDS - 1; i >= 0; i--) lock_release(&depot_shards[i].lock);
         return;
     }
     for (int i = 0; i < DEPOT_SHARDS; i++) lock_reset(&depot_shards[i].lock);
+    lock_reset(&arenas.lock);
     thp_after_fork_child();
-    struct span *d = zone.purging;
-    zone.purging = NULL;
-    if (d && desc_reserve(2 * MAX_ORDER + 2)) {
-        tags_clear(d);
-        range_insert(d->chunk, d->page_idx, d->npages, d->flags & SPAN_RUN_ROOM, os_now_ms(), d);
+    for (unsigned z = 0; z < arenas.fork_zones; z++) {
+        zone_held = zone_at(z);
+        struct span *d = zone.purging;
+        zone.purging = NULL;
+        if (d && desc_reserve(2 * MAX_ORDER + 2)) {
+            tags_clear(d);
+            range_insert(d->chunk, d->page_idx, d->npages, d->flags & SPAN_RUN_ROOM, os_now_ms(), d);
+        }
+        lock_reset(&zone.lock);
+        zone_held = NULL;
     }
-    lock_reset(&zone.lock);
 }
 
 /* Check every zone invariant stated at the top of this file; returns the
@@ -1498,7 +1753,7 @@ static size_t check_locked(void) {
                     bad++;
                     break;
                 }
-                bad += d->order != run_order(d->npages) || run_list(d->npages) != i || *chunk_type(d->chunk) != t + 1;
+                bad += d->order != run_order(d->npages) || run_list(d->npages) != i || chunk_type(d->chunk) != t + 1;
                 bad += d->page_idx + d->npages > CHUNK_PAGES;
                 bad += atomic_load(&d->chunk->span_of[d->page_idx]) != d;
                 bad += d->npages > 1 && atomic_load(&d->chunk->span_of[d->page_idx + d->npages - 1]) != d;
@@ -1526,7 +1781,9 @@ static size_t check_locked(void) {
         }
     }
     for (struct span *d = zone.dirty_head; d; d = d->dnext) dirty += d->npages;
-    for (struct arena_head *head = zone.arenas; head; head = head->next) {
+    unsigned self = zone_held == &zone_first ? 0 : (unsigned)(zone_held - zones_more) + 1;
+    arena_lock(); /* the chunks' states; only this zone's chunks are checked */
+    for (struct arena_head *head = arena_heads; head; head = head->next) {
         uintptr_t base = arena_base((uintptr_t)head);
         bad += !arena_owns(base);
         bad += head->state[0] != CHUNK_IN_ZONE;
@@ -1535,6 +1792,7 @@ static size_t check_locked(void) {
         for (uint32_t i = 0; i < ARENA_CHUNKS; i++) { /* each chunk's free count */
             if (head->state[i] != CHUNK_IN_ZONE) continue;
             struct chunk *c = chunk_of(base + ((uintptr_t)i << CHUNK_SHIFT));
+            if (chunk_zone(c) != self) continue;
             uint32_t n = 0;
             for (uint32_t k = 0; k < CHUNK_PAGES;) {
                 struct span *d = atomic_load(&c->span_of[k]);
@@ -1550,6 +1808,7 @@ static size_t check_locked(void) {
             for (unsigned k = 0; k < CHUNK_PAGES; k++) bad += atomic_load(&c->span_of[k]) != NULL;
         }
     }
+    arena_unlock();
     bad += pages != zone.st.free_pages;
     bad += dirty != zone.st.dirty_pages;
     return bad;
@@ -1562,8 +1821,10 @@ size_t zone_check(void) {
         bad += check_shard(&depot_shards[i]);
         lock_release(&depot_shards[i].lock);
     }
-    zone_lock();
-    bad += check_locked();
-    zone_unlock();
+    for (unsigned z = 0, n = zones_used(); z < n; z++) {
+        zone_lock_at(zone_at(z));
+        bad += check_locked();
+        zone_unlock();
+    }
     return bad;
 }
