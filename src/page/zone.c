@@ -819,13 +819,17 @@ static struct span *fullest(struct span *d) {
 }
 
 /* the process's pages in use (lock held): this zone's as they are, the
- * others' as last published */
+ * others' as last published (with one zone: exactly this zone's) */
 static size_t in_use_locked(void) {
-    uint64_t own = zone.st.chunks * CHUNK_PAGES - zone.st.free_pages;
-    uint64_t own_pub = atomic_load_explicit(&zone.chunks_pub, memory_order_relaxed) * CHUNK_PAGES -
-                       atomic_load_explicit(&zone.free_pages_pub, memory_order_relaxed);
-    uint64_t all = zone_in_use_pages();
-    return (size_t)(all > own_pub ? all - own_pub : 0) + (size_t)own;
+    uint64_t in_use = zone.st.chunks * CHUNK_PAGES - zone.st.free_pages;
+    for (unsigned i = 0, n = zones_used(); i < n; i++) {
+        const zone_t *z = zone_at(i);
+        if (z == zone_held) continue;
+        uint64_t pages = atomic_load_explicit(&z->chunks_pub, memory_order_relaxed) * CHUNK_PAGES;
+        uint64_t free_pages = atomic_load_explicit(&z->free_pages_pub, memory_order_relaxed);
+        in_use += pages > free_pages ? pages - free_pages : 0;
+    }
+    return (size_t)in_use;
 }
 
 /* A buddy block of order or more in the SMALL chunks (the fullest among the
