@@ -51,14 +51,17 @@
  *
  * Zones (FOLIO_ZONE_HOMES): a process has up to ZONE_HOMES_MAX of them, each
  * with everything above (lock, lists, dirty list, descriptors, counters) of
- * its own; a thread takes a home zone when it first asks for pages (in turn)
- * and allocates from it, and a span goes back to the zone of its chunk (the
- * chunk's type byte holds its zone, set while the chunk is whole).  A zone
+ * its own; a thread allocates from zone 0 until it has waited
+ * FOLIO_ZONE_MOVE_WAITS times for its lock, then from a zone of its own
+ * (zones 1.. in turn), and a span goes back to the zone of its chunk (the
+ * chunk's type byte holds its zone, set when the chunk enters a zone and
+ * while it is whole).  A zone
  * with no whole free chunk takes one from another zone (trylock: two zones
  * are held at once only so, or in index order at fork) before the heap
  * grows.  What they share is the address space: the reservations, every
  * arena, and each chunk's state, under the arena lock, which ranks after
- * every zone's.  zone_held is the zone whose lock the calling thread holds:
+ * every zone's; a chunk's free count and huge-page state, which thp.c reads
+ * across zones, are written and read with atomic accesses.  zone_held is the zone whose lock the calling thread holds:
  * the functions marked "lock held" work on it. */
 #include <string.h>
 
