@@ -1065,19 +1065,24 @@ static struct span *zone_group_take(struct span **list) {
     return group;
 }
 
-void zone_free_bulk(struct span *list) {
+/* The spans of list (through ->next) to their zones' free lists, freed
+ * now, in one hold of each zone they are in; bypassed: a pageset's overflow
+ * the depot did not keep (zone_depot_bypassed). */
+static void spans_release(struct span *list, bool bypassed) {
     uint64_t now = os_now_ms();
-    while (list) { /* one hold of each zone the spans are in */
+    while (list) {
         struct span *group = zone_group_take(&list);
         zone_lock_chunk(group->chunk);
         while (group) {
             struct span *s = group;
             group = s->next;
+            if (bypassed) zone.st.depot_bypassed++;
             if (desc_reserve(2 * MAX_ORDER + 2)) span_release_locked(s, now);
         }
         zone_unlock();
     }
 }
+void zone_free_bulk(struct span *list) { spans_release(list, false); }
 
 /* ---- the depot ----
  *
@@ -1413,20 +1418,7 @@ void zone_depot_put(int cpu, struct span *list, long max_pages, bool exact) {
         }
         shard_unlock(h);
     }
-    uint64_t now = os_now_ms();
-    while (rest) { /* one hold of each zone the spans are in */
-        struct span *group = zone_group_take(&rest);
-        zone_lock_chunk(group->chunk);
-        while (group) {
-            struct span *s = group;
-            group = s->next;
-            zone.st.depot_bypassed++;
-            zone.st.pages_to_zone += s->npages;
-            s->freed_at = now;
-            if (desc_reserve(2 * MAX_ORDER + 2)) depot_release(s);
-        }
-        zone_unlock();
-    }
+    spans_release(rest, true);
 }
 
 /* Memory pressure (reclaim active): every depot span to the free lists
