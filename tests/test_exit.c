@@ -16,6 +16,10 @@
  *   exit-last       main calls pthread_exit while a thread still works;
  *                   that thread's return ends the process with status 0
  *   exit-status     main calls pthread_exit; the other thread calls exit(3)
+ *   quiet-reads     FOLIO_LIVE=0, purger started: while main lives, folio's
+ *                   threads read no file for a second (each descriptor they
+ *                   open is one a program listing its own can see: CPython's
+ *                   tests compare two listings)
  *   term-pause      purger started, main waits in pause(): SIGTERM ends it
  *   term-exited     purger started, main called pthread_exit, a thread
  *                   waits in pause(): SIGTERM ends the process
@@ -28,7 +32,10 @@
  *
  * A process that does not end within LIMIT seconds fails the test. */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
@@ -121,6 +128,31 @@ static void *busy_work(void *arg)
     }
 }
 
+/* read system calls of each thread but the main one, summed */
+static unsigned long long other_threads_reads(void)
+{
+    unsigned long long sum = 0;
+    char path[300], buf[512];
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL, "opendir /proc/self/task");
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/io", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = 0;
+        char *s = strstr(buf, "syscr:");
+        if (s)
+            sum += strtoull(s + 6, NULL, 10);
+    }
+    closedir(d);
+    return sum;
+}
+
 static void run_case_body(const char *name)
 {
     pthread_t t;
@@ -164,6 +196,15 @@ static void run_case_body(const char *name)
         CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "the fork child: status %#x", st);
         exit(0);
+    } else if (!strcmp(name, "quiet-reads")) {
+        free(OPAQUE(malloc(OPAQUE((size_t)32))));
+        start_purger();
+        usleep(300 * 1000);
+        unsigned long long before = other_threads_reads();
+        usleep(1200 * 1000);
+        unsigned long long after = other_threads_reads();
+        CHECK(after == before, "folio's threads read %llu times in 1.2 s", after - before);
+        exit(0);
     } else if (!strcmp(name, "term-pause")) {
         start_purger();
         if (write(1, "ready\n", 6) != 6)
@@ -197,6 +238,8 @@ static int run_case(const char *name, int term, double *secs)
         setenv("FOLIO_CLEAR_MT_MIB", "1", 1);
         if (!strcmp(name, "exit-quiet") || !strcmp(name, "exit-nopurger"))
             setenv("FOLIO_PURGE_THREAD", "0", 1);
+        if (!strcmp(name, "quiet-reads"))
+            setenv("FOLIO_LIVE", "0", 1);
         if (!strcmp(name, "busy-nodelay"))
             setenv("FOLIO_PURGE_DELAY_MS", "0", 1);
         execl("/proc/self/exe", "test_exit", name, (char *)NULL);
@@ -258,6 +301,7 @@ int main(int argc, char **argv)
     expect_exit("exit-helpers", 0);
     expect_exit("exit-last", 0);
     expect_exit("exit-status", 3);
+    expect_exit("quiet-reads", 0);
     expect_exit("busy-nodelay", 0);
     expect_term("term-pause");
     expect_term("term-exited");

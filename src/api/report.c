@@ -68,8 +68,7 @@ static void snap(struct snapshot *s) {
     s->allocs = s->hc.small_allocs + s->hc.large_allocs + s->hs.allocs + s->ds.allocs;
     s->frees = s->hc.frees + s->hc.large_frees + s->hs.frees + s->ds.frees;
     s->live_bytes = s->hc.small_live_bytes + (s->hc.large_pages << PAGE_SHIFT) + s->hs.live_bytes + s->ds.live_bytes;
-    os_rusage(&s->minflt, &s->majflt, &s->maxrss);
-    s->rss = os_rss_bytes();
+    os_rusage(&s->minflt, &s->majflt, &s->maxrss, &s->rss);
     if (s->maxrss < s->rss) s->maxrss = s->rss;
     s->mapped = atomic_load(&os_mapped_bytes);
     s->peak_mapped = atomic_load(&os_peak_mapped_bytes);

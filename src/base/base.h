@@ -54,8 +54,7 @@ bool os_overcommit_refuses(size_t bytes); /* the kernel's heuristic overcommit w
 void os_write_fd(int fd, const char *s);
 _Noreturn void os_fatal_ptr(const char *what, const void *p);
 uint64_t os_random_seed(void);
-size_t os_rss_bytes(void);
-void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes);
+void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes, uint64_t *rss_bytes); /* VmHWM, VmRSS */
 int os_write_file(const char *path, const char *buf, size_t len);
 int os_getpid(void);
 void os_sleep_ms(unsigned ms);
@@ -388,6 +387,7 @@ bool bg_start(void *(*fn)(void *), void *arg); /* detached, 64 KiB stack (the fi
 void bg_enter(void);        /* first thing a background thread does */
 void bg_leave(void);        /* last thing it does */
 bool bg_program_gone(void); /* no thread of the program is alive, only folio's */
+void bg_watch_main_thread(int pid); /* called once by the main thread (tid == pid) */
 bool bg_start_in_progress(void); /* the calling thread is in bg_start (pthread_create allocates for folio) */
 void bg_after_fork_child(bool parent_had_threads); /* true: the child starts no background thread */
 

@@ -20,6 +20,7 @@
  *    slow paths instead, and its clears in the calling thread. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <errno.h>
 #include <signal.h>
 
 #include "base.h"
@@ -108,7 +109,45 @@ void bg_leave(void) {
     }
 }
 
-bool bg_program_gone(void) { return os_other_threads_alive(bg_tids, BG_MAX) == 0; }
+/* The program's main thread, watched without a file descriptor: it holds
+ * a robust mutex from its first allocation on, and the kernel marks the
+ * mutex's owner dead when the thread exits (pthread_exit too, where it
+ * stays a zombie).  While it lives the program is not gone, so the
+ * background threads read /proc (a descriptor open for an instant, seen
+ * by a program that lists its descriptors: CPython's tests do) only after
+ * it exited.  main_watch_pid: the process that locked it (a fork child
+ * inherits a copy locked by its parent's thread: it uses /proc). */
+static pthread_mutex_t main_alive;
+static _Atomic int main_watch_pid;
+static _Atomic bool main_exited;
+
+void bg_watch_main_thread(int pid) {
+    pthread_mutexattr_t attr;
+    if (atomic_load_explicit(&main_watch_pid, memory_order_relaxed)) return;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&main_alive, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if (pthread_mutex_lock(&main_alive) == 0)
+        atomic_store_explicit(&main_watch_pid, pid, memory_order_release);
+}
+
+static bool main_thread_alive(void) {
+    if (atomic_load_explicit(&main_exited, memory_order_relaxed)) return false;
+    int pid = atomic_load_explicit(&main_watch_pid, memory_order_acquire);
+    if (!pid || pid != os_getpid()) return false;
+    int rc = pthread_mutex_trylock(&main_alive);
+    if (rc == EBUSY) return true;
+    /* EOWNERDEAD: it exited and this thread owns the mutex now, for good
+     * (another background thread's trylock meanwhile says busy: it looks
+     * again at its next poll) */
+    atomic_store_explicit(&main_exited, true, memory_order_relaxed);
+    return false;
+}
+
+bool bg_program_gone(void) {
+    return !main_thread_alive() && os_other_threads_alive(bg_tids, BG_MAX) == 0;
+}
 
 /* A parent that never had another thread (glibc's single-threaded flag,
  * cleared by the first pthread_create, ours included) started none of

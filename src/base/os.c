@@ -318,30 +318,25 @@ uint64_t os_random_seed(void) {
     return r | 1;
 }
 
-size_t os_rss_bytes(void) {
-    char buf[128];
-    if (!os_read_file("/proc/self/statm", buf, sizeof buf)) return 0;
-    char *s = buf;
-    while (*s && *s != ' ') s++; /* skip size */
-    return (size_t)strtoull(s, NULL, 10) * PAGE_SIZE;
+/* A "Name:   N kB" line of /proc/self/status, in bytes (0: missing) */
+static uint64_t status_kb(const char *buf, const char *name) {
+    const char *s = strstr(buf, name);
+    return s ? (uint64_t)strtoull(s + strlen(name), NULL, 10) * 1024u : 0;
 }
 
-/* Peak RSS of this process image: VmHWM (ru_maxrss would carry the peak
- * of whatever exec'd us). */
-static uint64_t peak_rss(void) {
-    char buf[4096];
-    if (!os_read_file("/proc/self/status", buf, sizeof buf)) return 0;
-    char *s = strstr(buf, "VmHWM:");
-    return s ? (uint64_t)strtoull(s + 6, NULL, 10) * 1024u : 0;
-}
-
-void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes) {
+/* Peak RSS is this process image's VmHWM (ru_maxrss would carry the peak
+ * of whatever exec'd us); it and VmRSS come from one read of status (each
+ * file read is a descriptor a program listing its own may see). */
+void os_rusage(uint64_t *minflt, uint64_t *majflt, uint64_t *maxrss_bytes, uint64_t *rss_bytes) {
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
     getrusage(RUSAGE_SELF, &ru);
     *minflt = (uint64_t)ru.ru_minflt;
     *majflt = (uint64_t)ru.ru_majflt;
-    *maxrss_bytes = peak_rss();
+    char buf[4096];
+    if (!os_read_file("/proc/self/status", buf, sizeof buf)) buf[0] = 0;
+    *maxrss_bytes = status_kb(buf, "VmHWM:");
+    *rss_bytes = status_kb(buf, "VmRSS:");
 }
 
 int os_write_file(const char *path, const char *buf, size_t len) {

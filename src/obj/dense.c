@@ -276,7 +276,11 @@ static _Atomic bool dense_closed;
 static void close_for_good(void);
 static bool open_to_caller(void) {
     if (atomic_load_explicit(&dense_closed, memory_order_relaxed)) return false;
-    if (!dense_thread_is) dense_thread_is = os_gettid() == os_getpid() ? 1 : 2;
+    if (!dense_thread_is) {
+        int pid = os_getpid();
+        dense_thread_is = os_gettid() == pid ? 1 : 2;
+        if (dense_thread_is == 1) bg_watch_main_thread(pid);
+    }
     if (dense_thread_is == 1) return true;
     /* another thread's free started folio's purger, whose dtv glibc
      * allocates here: not the program's second thread allocating */

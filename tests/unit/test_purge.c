@@ -14,6 +14,12 @@
 #define NLARGE 1200
 static void *small[NSMALL], *large[NLARGE], *huge[8];
 
+static size_t os_rss_bytes(void) {
+    uint64_t minflt, majflt, peak, rss;
+    os_rusage(&minflt, &majflt, &peak, &rss);
+    return (size_t)rss;
+}
+
 int main(void) {
     folio_init();
     size_t rss0 = os_rss_bytes();
