@@ -125,10 +125,11 @@ void bg_watch_main_thread(int pid) {
     pthread_mutexattr_t attr;
     if (atomic_load_explicit(&main_watch_pid, memory_order_relaxed)) return;
     pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&main_alive, &attr);
+    /* a kernel without robust futexes: no watch, /proc decides */
+    bool robust = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) == 0 &&
+                  pthread_mutex_init(&main_alive, &attr) == 0;
     pthread_mutexattr_destroy(&attr);
-    if (pthread_mutex_lock(&main_alive) == 0)
+    if (robust && pthread_mutex_lock(&main_alive) == 0)
         atomic_store_explicit(&main_watch_pid, pid, memory_order_release);
 }
 
@@ -145,8 +146,23 @@ static bool main_thread_alive(void) {
     return false;
 }
 
+/* While the mutex says the main thread lives, /proc is still read once
+ * every MAIN_WATCH_RECHECK_MS: a program that replaced its main thread's
+ * robust list (set_robust_list) would otherwise never be found gone. */
+#define MAIN_WATCH_RECHECK_MS 10000
+static _Atomic uint64_t main_watch_recheck_ms;
+
 bool bg_program_gone(void) {
-    return !main_thread_alive() && os_other_threads_alive(bg_tids, BG_MAX) == 0;
+    if (main_thread_alive()) {
+        uint64_t now = os_now_ms(), due = atomic_load_explicit(&main_watch_recheck_ms, memory_order_relaxed);
+        if (!due) {
+            atomic_compare_exchange_strong(&main_watch_recheck_ms, &due, now + MAIN_WATCH_RECHECK_MS);
+            return false;
+        }
+        if (now < due || !atomic_compare_exchange_strong(&main_watch_recheck_ms, &due, now + MAIN_WATCH_RECHECK_MS))
+            return false;
+    }
+    return os_other_threads_alive(bg_tids, BG_MAX) == 0;
 }
 
 /* A parent that never had another thread (glibc's single-threaded flag,
