@@ -16,6 +16,12 @@
  *   exit-last       main calls pthread_exit while a thread still works;
  *                   that thread's return ends the process with status 0
  *   exit-status     main calls pthread_exit; the other thread calls exit(3)
+ *   exit-late-start main allocates 4,000 blocks, starts two threads that
+ *                   free them and churn, and calls pthread_exit; the last
+ *                   thread's exit starts the purger (FOLIO_PURGE_DELAY_MS
+ *                   =8000: a tick is 2 s), which must find the program gone
+ *                   at once, not a tick later: the case ends within 1.5 s
+ *                   (five runs)
  *   quiet-reads     FOLIO_LIVE=0, purger started: while main lives, folio's
  *                   threads read no file for a second (each descriptor they
  *                   open is one a program listing its own can see: CPython's
@@ -107,6 +113,27 @@ static void *wait_in_pause(void *arg)
     return NULL;
 }
 
+/* exit-late-start: main's blocks, freed by two threads that then churn */
+enum { LATE_BLOCKS = 4000 };
+static void *late_blocks[LATE_BLOCKS];
+static void *late_work(void *arg)
+{
+    long id = (long)arg;
+    for (int i = (int)id; i < LATE_BLOCKS; i += 2)
+        free(late_blocks[i]);
+    void *mine[256] = {0};
+    for (int r = 0; r < 200000; r++) {
+        int k = r & 255;
+        free(mine[k]);
+        mine[k] = malloc(OPAQUE(8 + (size_t)(r * 37 + id) % 3000));
+        CHECK(mine[k] != NULL, "malloc");
+        memset(mine[k], 1, 8);
+    }
+    for (int k = 0; k < 256; k++)
+        free(mine[k]);
+    return NULL;
+}
+
 /* busy-nodelay's threads: a box of blocks passed between them */
 static void *_Atomic busy_box[64];
 static void *busy_work(void *arg)
@@ -183,6 +210,15 @@ static void run_case_body(const char *name)
         start_purger();
         CHECK(pthread_create(&t, NULL, work_then_exit3, NULL) == 0, "pthread_create");
         pthread_exit(NULL);
+    } else if (!strcmp(name, "exit-late-start")) {
+        for (int i = 0; i < LATE_BLOCKS; i++) {
+            late_blocks[i] = malloc(OPAQUE(1 + (size_t)(i * 13) % 700));
+            CHECK(late_blocks[i] != NULL, "malloc");
+            memset(late_blocks[i], 2, 1);
+        }
+        for (long i = 0; i < 2; i++)
+            CHECK(pthread_create(&t, NULL, late_work, (void *)i) == 0, "pthread_create");
+        pthread_exit(NULL);
     } else if (!strcmp(name, "busy-nodelay")) {
         for (int i = 0; i < 32; i++) {
             pthread_t w;
@@ -245,6 +281,8 @@ static int run_case(const char *name, int term, double *secs)
         setenv("FOLIO_CLEAR_MT_MIB", "1", 1);
         if (!strcmp(name, "exit-quiet") || !strcmp(name, "exit-nopurger"))
             setenv("FOLIO_PURGE_THREAD", "0", 1);
+        if (!strcmp(name, "exit-late-start"))
+            setenv("FOLIO_PURGE_DELAY_MS", "8000", 1);
         if (!strcmp(name, "quiet-reads"))
             setenv("FOLIO_LIVE", "0", 1);
         if (!strcmp(name, "busy-nodelay"))
@@ -308,6 +346,16 @@ int main(int argc, char **argv)
     expect_exit("exit-helpers", 0);
     expect_exit("exit-last", 0);
     expect_exit("exit-status", 3);
+    /* the purger's start and the last exit race: five runs (a purger that
+     * waited a tick took 2 s in about 2 of 5 runs each) */
+    for (int run = 0; run < 5; run++) {
+        double late_secs;
+        int late_st = run_case("exit-late-start", 0, &late_secs);
+        CHECK(WIFEXITED(late_st) && WEXITSTATUS(late_st) == 0, "exit-late-start: status %#x", late_st);
+        CHECK(late_secs < 1.5, "exit-late-start: ended after %.3f s (the purger its last thread started waited a tick)",
+              late_secs);
+        NOTE("%-14s exited 0 after %.3f s", "exit-late-start", late_secs);
+    }
     double secs;
     int st = run_case("quiet-reads", 0, &secs);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {

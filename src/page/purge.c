@@ -76,8 +76,13 @@ static _Atomic int purge_wake;
 #define EXIT_POLL_MS 2
 #define EXIT_POLLS 50
 
+/* arg: purge_wake as the starting thread read it before the purger could
+ * be woken.  The purger compares the word with the value it last saw, not
+ * with the one it waits on, so an exit noted while it was not waiting (its
+ * own start: the thread whose exit started it notes the exit next) is not
+ * lost for a tick. */
 static void *purge_main(void *arg) {
-    (void)arg;
+    int seen = (int)(intptr_t)arg;
     bg_enter();
     int polls = 0;
     uint64_t next = os_now_ms() + tick_interval();
@@ -85,10 +90,15 @@ static void *purge_main(void *arg) {
         uint64_t now = os_now_ms();
         unsigned wait = now < next ? (unsigned)(next - now) : 1;
         if (polls && wait > EXIT_POLL_MS) wait = EXIT_POLL_MS;
+        if (atomic_load_explicit(&purge_wake, memory_order_acquire) == seen)
+            os_futex_wait_ms(&purge_wake, seen, wait);
         int w = atomic_load_explicit(&purge_wake, memory_order_acquire);
-        os_futex_wait_ms(&purge_wake, w, wait);
-        if (atomic_load_explicit(&purge_wake, memory_order_acquire) != w) polls = EXIT_POLLS;
-        else if (polls) polls--;
+        if (w != seen) {
+            polls = EXIT_POLLS;
+            seen = w;
+        } else if (polls) {
+            polls--;
+        }
         if (bg_program_gone()) break;
         now = os_now_ms();
         if (now >= next) {
@@ -116,10 +126,12 @@ void purge_maybe_start_thread(void) {
         !pageset_grown())
         return;
     int expected = 0;
+    /* before the state is 1: no exit is noted (purge_note_thread_exit) until then */
+    int seen = atomic_load_explicit(&purge_wake, memory_order_acquire);
     if (!atomic_compare_exchange_strong(&purge_thread_state, &expected, 1)) return;
     void (*start)(void) = atomic_load_explicit(&bg_start_work, memory_order_relaxed);
     if (start) start(); /* in this thread, before the purger runs: ordered before what follows */
-    if (!bg_start(purge_main, NULL)) atomic_store(&purge_thread_state, 2); /* never again */
+    if (!bg_start(purge_main, (void *)(intptr_t)seen)) atomic_store(&purge_thread_state, 2); /* never again */
 }
 
 void purge_after_fork_child(bool parent_had_threads) {
