@@ -116,10 +116,10 @@ void bg_leave(void) {
  * background threads read /proc (a descriptor open for an instant, seen
  * by a program that lists its descriptors: CPython's tests do) only after
  * it exited.  main_watch_pid: the process that locked it (a fork child
- * inherits a copy locked by its parent's thread: it uses /proc). */
+ * inherits a copy locked by its parent's thread: it uses /proc), 0 before,
+ * -1 once the main thread is known to have exited. */
 static pthread_mutex_t main_alive;
 static _Atomic int main_watch_pid;
-static _Atomic bool main_exited;
 
 void bg_watch_main_thread(int pid) {
     pthread_mutexattr_t attr;
@@ -134,15 +134,13 @@ void bg_watch_main_thread(int pid) {
 }
 
 static bool main_thread_alive(void) {
-    if (atomic_load_explicit(&main_exited, memory_order_relaxed)) return false;
     int pid = atomic_load_explicit(&main_watch_pid, memory_order_acquire);
-    if (!pid || pid != os_getpid()) return false;
-    int rc = pthread_mutex_trylock(&main_alive);
-    if (rc == EBUSY) return true;
+    if (pid <= 0 || pid != os_getpid()) return false;
+    if (pthread_mutex_trylock(&main_alive) == EBUSY) return true;
     /* EOWNERDEAD: it exited and this thread owns the mutex now, for good
      * (another background thread's trylock meanwhile says busy: it looks
      * again at its next poll) */
-    atomic_store_explicit(&main_exited, true, memory_order_relaxed);
+    atomic_store_explicit(&main_watch_pid, -1, memory_order_relaxed);
     return false;
 }
 

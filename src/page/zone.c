@@ -712,9 +712,6 @@ bool zone_take_over_bound(void) {
            atomic_exchange_explicit(&zone_over_bound, false, memory_order_relaxed);
 }
 
-/* Put a new chunk in the zone as one zeroed whole free block; an arena's
- * first chunk, which holds metadata, counts only when !whole (the caller
- * can use part of a chunk): otherwise growth goes on. */
 /* The next chunk of address space, entered (arena lock held), or NULL. */
 static char *arena_take(void) {
     for (;;) {
@@ -730,6 +727,9 @@ static char *arena_take(void) {
         return base;
     }
 }
+/* Put a new chunk in the zone as one zeroed whole free block; an arena's
+ * first chunk, which holds metadata, counts only when !whole (the caller
+ * can use part of a chunk): otherwise growth goes on. */
 static bool chunk_grow(bool whole) {
     for (;;) {
         /* what chunk_add takes, and what the caller had reserved for after */
@@ -1045,7 +1045,6 @@ void zone_free_span(struct span *s) {
     zone_unlock();
 }
 
-/* Return a list of blocks (linked through ->next) in one lock hold. */
 /* The spans of *list (through ->next) in the zone of its first one's
  * chunk, out of it, in their order; the rest stay in *list, in theirs. */
 static struct span *zone_group_take(struct span **list) {
