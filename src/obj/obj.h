@@ -236,7 +236,13 @@ struct bin {
                            * takes it below 0 flushes half of the list */
     uint32_t lim;         /* classes[c].free_lim (and free_mul below), copied: free() by the
                            * objmap checks an object start in the line it pushes to */
-    uint64_t allocs, frees; /* frees: of this class, by this thread (any slab's) */
+    /* frees: of this class, by this thread (any slab's); listed: the
+     * objects its refills moved from slabs to the list, less those its
+     * flushes gave back and less the remote frees among those frees.  Its
+     * mallocs are listed + frees - the list's length (bin_allocs): each
+     * one pops an object that a refill or a local free put there, so
+     * malloc's fast path counts nothing. */
+    uint64_t listed, frees;
     struct span *cur;     /* slab the list is refilled from (never NULL: &span_empty) */
     struct span *partial; /* other slabs with free objects */
     uint64_t mul;         /* classes[c].free_mul */
@@ -256,9 +262,10 @@ _Static_assert(sizeof(struct bin_slow) == 6 && sizeof(struct cache_high) == 12, 
 _Static_assert(sizeof(struct bin) == CACHELINE, "a bin is one line");
 
 /* Counts: an object is counted as allocated in its allocating thread's bin
- * and as freed, per class, by the thread that frees it (local or remote), so
- * that live bytes are exact at report time (sum over heaps and classes of
- * (allocs - frees) x class size) while a free adds one increment. */
+ * (bin_allocs, from what the list took and holds) and as freed, per class,
+ * by the thread that frees it (local or remote), so that live bytes are
+ * exact at report time (sum over heaps and classes of (allocs - frees) x
+ * class size) while a free adds one increment and a malloc none. */
 /* other heaps' objects of one slab that a thread freed and holds, to be
  * handed over in one push (slab.c) */
 struct remote_run {
@@ -437,8 +444,7 @@ static inline void *bin_pop(struct bin *b, void **p, void *next) {
     b->list = next;
     __builtin_prefetch(next, 1); /* the next pop reads its link: start the miss now */
     p[1] = NULL;
-    b->list_room++;
-    HEAP_COUNT(b->allocs, 1);
+    HEAP_COUNT(b->list_room, 1); /* counted: bin_allocs reads it from other threads */
     return p;
 }
 static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
@@ -508,7 +514,7 @@ static inline int small_list_push(struct bin *b, uintptr_t *w, uintptr_t tag) {
     w[0] = slab_link_encode(tag, head);
     w[1] = tag;
     b->list = w;
-    b->list_room--;
+    HEAP_COUNT(b->list_room, -1);
     return unlikely(b->list_room < 0);
 }
 

@@ -190,6 +190,13 @@ static inline uint32_t list_high(const struct heap *h, const struct bin *b) {
 static inline uint32_t list_len(const struct heap *h, const struct bin *b) {
     return list_high(h, b) - (uint32_t)b->list_room;
 }
+/* b's mallocs so far (obj.h, struct bin): read by other threads too, whose
+ * loads see each word as last stored (HEAP_COUNT, HEAP_SET) */
+static uint64_t bin_allocs(const struct heap *h, const struct bin *b) {
+    uint64_t high = (uint32_t)__atomic_load_n(&h->list_high[b - h->bins].high, __ATOMIC_RELAXED);
+    uint64_t len = (uint32_t)(high - (uint32_t)__atomic_load_n(&b->list_room, __ATOMIC_RELAXED));
+    return __atomic_load_n(&b->listed, __ATOMIC_RELAXED) + __atomic_load_n(&b->frees, __ATOMIC_RELAXED) - len;
+}
 /* The caches' decay (empty slabs, large blocks, bin lists), run by the
  * maintenance tick of the calling thread (only the owner touches its
  * caches): once per purge delay, a cache that had no miss halves its high,
@@ -207,7 +214,7 @@ void heap_decay_current(uint64_t now) {
         struct bin *b = &h->bins[c];
         uint32_t len = list_len(h, b);
         uint32_t high = (uint32_t)cache_high_decay(&h->list_high[c], classes[c].capacity);
-        b->list_room = (int32_t)high - (int32_t)len;
+        HEAP_SET(b->list_room, (int32_t)high - (int32_t)len);
         if (len > high) list_flush(h, b, high / 2);
     }
     empty_cache_drain(h, cache_high_decay(&h->empty_high, opt.heap_empty_slabs));
@@ -448,7 +455,7 @@ static struct heap *heap_create(void) {
         h->bins[c].mul = classes[c].free_mul;
         h->bin_slow[c].refill = 4;
         h->bin_slow[c].young = (uint16_t)class_young_objects(c);
-        h->bins[c].allocs = 0;
+        h->bins[c].listed = 0;
         h->bins[c].frees = 0;
     }
     h->list_refills = h->list_flushes = h->list_flushed = h->remote_batches = 0;
@@ -596,9 +603,9 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
     slab_set_used(s, used + nfree);
     cache_high_raise(&h->list_high[c], class_list_max[c]); /* grows if it flushed and runs dry again */
     b->list = slab_link_next(p);
-    b->list_room = (int32_t)list_high(h, b) - (int32_t)(nfree - 1);
+    HEAP_SET(b->list_room, (int32_t)list_high(h, b) - (int32_t)(nfree - 1));
     p[1] = NULL;
-    HEAP_COUNT(b->allocs, 1);
+    HEAP_COUNT(b->listed, nfree); /* and malloc takes p: one of them */
     HEAP_COUNT(h->list_refills, 1);
     if (young) young->young--;
     return p;
@@ -824,7 +831,8 @@ static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exi
         n += k;
         retired |= slab_put(h, s, first, last, k, exiting);
     }
-    b->list_room = (int32_t)(list_high(h, b) - len);
+    HEAP_SET(b->list_room, (int32_t)(list_high(h, b) - len));
+    HEAP_COUNT(b->listed, -(uint64_t)n);
     if (n) {
         HEAP_COUNT(h->list_flushes, 1);
         HEAP_COUNT(h->list_flushed, n);
@@ -917,6 +925,7 @@ void slab_remote_free(struct span *s, void *p) {
     if (unlikely(!h)) h = heapless_remote_free(c);
     if (h) {
         HEAP_COUNT(h->bins[c].frees, 1);
+        HEAP_COUNT(h->bins[c].listed, (uint64_t)-1); /* a free that no list took */
         HEAP_COUNT(h->remote_frees, 1);
         struct remote_run *r = &h->runs[c];
         if (s == r->slab && classes[c].run_max > 1) {
@@ -977,9 +986,9 @@ static void heap_abandon(struct heap *h) {
     heap_big_drain(h, 0);
     lock_acquire(&heap_lock);
     for (unsigned c = 0; c < NCLASSES; c++) {
-        dead_allocs[c] += h->bins[c].allocs;
+        dead_allocs[c] += bin_allocs(h, &h->bins[c]);
         dead_frees[c] += h->bins[c].frees;
-        h->bins[c].allocs = h->bins[c].frees = 0;
+        h->bins[c].listed = h->bins[c].frees = 0;
     }
     dead_counts.large_allocs += h->large_allocs;
     dead_counts.large_bytes += h->large_bytes;
@@ -1112,7 +1121,7 @@ void heap_counts(struct heap_counts *hc) {
     for (struct heap *h = heaps_all; h; h = h->all_next) {
         if (!__atomic_load_n(&h->live, __ATOMIC_ACQUIRE)) continue;
         for (unsigned c = 0; c < NCLASSES; c++) {
-            allocs[c] += __atomic_load_n(&h->bins[c].allocs, __ATOMIC_RELAXED);
+            allocs[c] += bin_allocs(h, &h->bins[c]);
             frees[c] += __atomic_load_n(&h->bins[c].frees, __ATOMIC_RELAXED);
         }
         hc->large_allocs += __atomic_load_n(&h->large_allocs, __ATOMIC_RELAXED);
