@@ -161,19 +161,18 @@ EXPORT void *API(malloc)(size_t n) {
     return api_big_alloc(n, MIN_ALIGN, false);
 }
 
-/* A free's push found its bin's list past its bound (pushed), or could not
- * link p to it (another arena): the object layer flushes the list, and the
- * tick runs when that retired a slab. */
-__attribute__((noinline)) static void api_small_free_slow(struct span *s, void *p, bool pushed) {
-    if (small_free_slow(s, p, pushed)) api_tick();
+/* A free's push found its bin's list past its bound: the object layer
+ * flushes half of it, and the tick runs when that retired a slab. */
+__attribute__((noinline)) static void api_small_free_slow(const struct span *s) {
+    if (small_free_slow(s)) api_tick();
 }
 
 /* small_free_mapped's other results: a fault (-1), or a push that asks for
- * the slow path (1, 2); the span is looked up only now. */
+ * the slow path (1); the span is looked up only now. */
 __attribute__((noinline)) static void free_mapped_slow(void *p, int r) {
     struct span *s = span_lookup((uintptr_t)p);
     if (r < 0) slab_free_fault(s, p);
-    else api_small_free_slow(s, p, r == 1);
+    else api_small_free_slow(s);
 }
 
 /* The large block s (at p) is freed: kept by this thread, else to the page
@@ -243,7 +242,7 @@ EXPORT void API(free)(void *p) {
     struct span *s = span_lookup(a);
     if (likely(s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == h)) {
         int r = small_free_local(h, s, p);
-        if (unlikely(r)) api_small_free_slow(s, p, r == 1); /* a jump */
+        if (unlikely(r)) api_small_free_slow(s); /* a jump */
         return;
     }
     free_other(p, s);

@@ -154,7 +154,7 @@ struct heap_counts {
  * called again with it, it takes one), and after a slab was retired (free:
  * true). */
 void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages);
-bool small_free_slow(struct span *s, void *p, bool pushed);
+bool small_free_slow(const struct span *s);
 void heap_set_exit_hook(void (*fn)(void)); /* runs at the end of every thread's exit */
 /* dense.c: a best-fit heap shared by every size, for the sizes a process
  * has used little so far (up to DENSE_MAX_BYTES bytes, 16-byte aligned) */
@@ -402,21 +402,20 @@ _Noreturn void slab_bad_free(const void *p);
 void slab_remote_free(struct span *s, void *p);
 void slab_free_fault(const struct span *s, const void *p);
 _Noreturn void slab_bad_link(const void *obj);
-void *slab_link_fault(const void *obj); /* slab_bad_link, called with a jump (no stack frame) */
+void *bin_pop_far(void *p); /* malloc's pop of a link out of p's arena (slab.c), called with a jump */
 
 /* ---- free-list links ----
  * A value written into a freed object's link decodes into the object's own
  * 256 MiB arena only if its top 36 bits are those of the object's tag,
- * which needs the process's secret: the pop refuses any link out of the
- * arena, so malloc never hands out a forged pointer (a value written
- * without the secret passes one time in 2^36).  The check is one compare:
- * next ^ obj is the decoded word before its last xor.  collect() checks
- * each link of a remote list the same way before following it. */
+ * which needs the process's secret: a pop follows a link within the arena
+ * at once (one compare: next ^ obj is the decoded word before its last
+ * xor), and any other only once the object it names is known to be a free
+ * one of the list's class (bin_pop_far: a bin's list takes the frees of
+ * every arena its slabs lie in, so that free pushes with no test), so
+ * malloc never hands out a forged pointer.  A slab's own list and a
+ * remote list (collect) lie in one slab: a link out of the arena there
+ * ends the process. */
 #define SLAB_LINK_SPAN ARENA_ALIGN
-/* p may be pushed on a list whose head is head (NULL: empty) */
-static inline bool slab_link_ok(const void *p, const void *head) {
-    return ((uintptr_t)p ^ (uintptr_t)head) < SLAB_LINK_SPAN || head == NULL;
-}
 /* an object's tag: its second word while it is free, and its link's key */
 static inline uintptr_t slab_tag(const void *obj) { return (uintptr_t)obj ^ slab_secret; }
 /* the first word of a free object whose tag is tag and whose successor is next */
@@ -453,8 +452,8 @@ static inline void *small_alloc_fast(size_t n, void *(*miss)(size_t)) {
     __asm__("" : "+r"(b)); /* one register for the bin: gcc would compute its address twice */
     void **p = b->list;
     if (unlikely(p == NULL)) return miss(n);
-    uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next, its fault a jump */
-    if (!slab_link_stays(d, p)) return slab_link_fault(p);
+    uintptr_t d = *(uintptr_t *)p ^ slab_secret; /* slab_link_next; a link to another arena is a jump */
+    if (!slab_link_stays(d, p)) return bin_pop_far(p);
     return bin_pop(b, p, (void *)(d ^ (uintptr_t)p));
 }
 
@@ -505,12 +504,10 @@ static inline uint32_t objmap_word(uint32_t id, unsigned cls, uint32_t page, boo
 }
 
 /* Push the free object p (its tag already checked) on bin b's list.  0:
- * done; 1: pushed, and the list is past its bound; 2: not pushed (p lies
- * in another arena than the list's head): the caller calls
- * small_free_slow(s, p, ret == 1), whose true asks for the tick. */
+ * done; 1: the list is past its bound: the caller calls small_free_slow(s),
+ * whose true asks for the tick. */
 static inline int small_list_push(struct bin *b, uintptr_t *w, uintptr_t tag) {
     void *head = b->list;
-    if (unlikely(!slab_link_ok(w, head))) return 2;
     w[0] = slab_link_encode(tag, head);
     w[1] = tag;
     b->list = w;

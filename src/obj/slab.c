@@ -74,6 +74,24 @@ _Static_assert(sizeof(remote_frees_without_heap) % CACHELINE == 0, "no other var
 _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid pointer", p); }
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
+/* ---- links of a bin's list (obj.h, free-list links) ----
+ * p is a free object of class c: an object start below its slab's bump
+ * pointer, tagged free (which takes the secret).  Its slab may be another
+ * heap's by now (one that floated and was handed on). */
+static bool bin_object_free(unsigned c, const void *p) {
+    const struct span *s = span_lookup((uintptr_t)p);
+    return s && span_kind(s) == SPAN_SLAB && s->cls == c && small_is_object_start(s, p) &&
+           (const char *)p < s->bump && small_is_freed(p);
+}
+/* The successor of obj on a bin list of class c; a link out of obj's arena
+ * is followed only to a free object of c, else the process ends. */
+static void *bin_link_next(unsigned c, const void *obj) {
+    uintptr_t d = *(const uintptr_t *)obj ^ slab_secret; /* next ^ obj */
+    void *next = (void *)(d ^ (uintptr_t)obj);
+    if (likely(slab_link_stays(d, obj)) || bin_object_free(c, next)) return next;
+    slab_bad_link(obj);
+}
+
 /* ---- objmap words (obj.h) ---- */
 /* s's words for owner h: 0 for NULL, heap_abandoned or a heap without id */
 static void objmap_set(const struct span *s, const struct heap *h) {
@@ -519,7 +537,7 @@ void *small_alloc_slow(size_t n, bool may_take_pages, bool *need_pages) {
         void **p = b->list;
         if (p) { /* the target's list, as small_alloc_fast pops it */
             young->young--;
-            return bin_pop(b, p, slab_link_next(p));
+            return bin_pop(b, p, bin_link_next(c, p));
         }
     }
     run_flush(h); /* before this thread looks for free objects: what it holds may be them */
@@ -817,13 +835,13 @@ static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exi
     uint32_t len = list_len(h, b), n = 0;
     bool retired = false;
     while (len > keep) {
-        void *first = b->list, *last = first, *next = slab_link_next(first);
+        void *first = b->list, *last = first, *next = bin_link_next((unsigned)(b - h->bins), first);
         struct span *s = span_lookup((uintptr_t)first);
         const char *lo = s->start, *hi = s->bump; /* s's objects lie in [start, bump) */
         uint32_t k = 1;
         while (len - k > keep && (const char *)next >= lo && (const char *)next < hi) {
             last = next;
-            next = slab_link_next(next);
+            next = bin_link_next((unsigned)(b - h->bins), next);
             k++;
         }
         b->list = next;
@@ -843,20 +861,14 @@ static bool list_flush(struct heap *h, struct bin *b, uint32_t keep) {
     return list_flush_as(h, b, keep, false);
 }
 
-/* A free's push found the list past its bound (pushed: flush half of it),
- * or p in another arena than the list's head (flush it all, then push p).
- * True when a slab was retired (the caller runs the tick). */
-bool small_free_slow(struct span *s, void *p, bool pushed) {
+/* A free's push found the list past its bound: half of it goes back to
+ * its slabs.  True when a slab was retired (the caller runs the tick). */
+bool small_free_slow(const struct span *s) {
     struct heap *h = tl_heap;
     struct bin *b = &h->bins[s->cls];
-    if (pushed) {
-        uint32_t before = list_len(h, b);
-        bool retired = list_flush(h, b, list_high(h, b) / 2);
-        cache_high_give(&h->list_high[s->cls], (long)before - (long)list_len(h, b));
-        return retired;
-    }
-    bool retired = list_flush(h, b, 0);
-    small_list_push(b, p, slab_tag(p));
+    uint32_t before = list_len(h, b);
+    bool retired = list_flush(h, b, list_high(h, b) / 2);
+    cache_high_give(&h->list_high[s->cls], (long)before - (long)list_len(h, b));
     return retired;
 }
 
@@ -870,7 +882,13 @@ __attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const vo
     slab_bad_free(p);
 }
 
-__attribute__((noipa, cold)) void *slab_link_fault(const void *obj) { slab_bad_link(obj); }
+__attribute__((noipa)) void *bin_pop_far(void *p) {
+    struct heap *h = tl_heap;
+    const struct span *s = span_lookup((uintptr_t)p); /* p, the list's head, was checked when pushed */
+    struct bin *b = &h->bins[s->cls];
+    if (b->list != p) slab_bad_link(p);
+    return bin_pop(b, p, bin_link_next(s->cls, p));
+}
 
 /* Hand class c's pending run (if it holds objects) to its slab; the slab
  * stays the one the class's next remote free is compared with (a slab with
@@ -1288,8 +1306,9 @@ static size_t check_bin_objects(const struct heap *h, unsigned c, const struct b
         if (!s || span_kind(s) != SPAN_SLAB || s->cls != c || !small_is_object_start(s, p) || (const char *)p >= s->bump || !small_is_freed(p))
             return bad + 1; /* not a free object of h's: do not read further */
         uintptr_t d = *(const uintptr_t *)p ^ slab_secret; /* next ^ p */
-        if (!slab_link_stays(d, p)) return bad + 1;
-        p = slab_link_next(p);
+        const void *next = (const void *)(d ^ (uintptr_t)p);
+        if (!slab_link_stays(d, p) && !bin_object_free(c, next)) return bad + 1;
+        p = next;
     }
     return bad + (n != want);
 }
