@@ -882,12 +882,15 @@ __attribute__((noipa, cold)) void slab_free_fault(const struct span *s, const vo
     slab_bad_free(p);
 }
 
+/* malloc's pop when the head p of its bin's list links to another arena:
+ * the bin is found again from p's slab (a list holds objects of its own
+ * class), the link followed as a flush follows it.  noipa: malloc jumps
+ * here, with no stack frame of its own. */
 __attribute__((noipa)) void *bin_pop_far(void *p) {
     struct heap *h = tl_heap;
-    const struct span *s = span_lookup((uintptr_t)p); /* p, the list's head, was checked when pushed */
-    struct bin *b = &h->bins[s->cls];
-    if (b->list != p) slab_bad_link(p);
-    return bin_pop(b, p, bin_link_next(s->cls, p));
+    const struct span *s = span_lookup((uintptr_t)p);
+    if (!s || span_kind(s) != SPAN_SLAB || h->bins[s->cls].list != p) slab_bad_link(p);
+    return bin_pop(&h->bins[s->cls], p, bin_link_next(s->cls, p));
 }
 
 /* Hand class c's pending run (if it holds objects) to its slab; the slab
