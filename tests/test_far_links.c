@@ -8,9 +8,9 @@
  * objects of both arenas are freed in turn (past the list's bound: its
  * flushes walk the links too) and as many allocated again: no block is
  * handed out twice, the bytes written into each stay, and live_blocks
- * returns to where it started.  Fails against a free that pushed any link but one
- * within the arena and a malloc that took every link out of it for a
- * corrupted list (the process ends). */
+ * returns to where it started.  Against a build whose free pushes with no
+ * arena test but whose malloc still takes every link out of the arena for
+ * a corruption, the process ends ("corrupted free list"). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
