@@ -75,13 +75,15 @@ _Noreturn void slab_bad_free(const void *p) { os_fatal_ptr("free(): invalid poin
 _Noreturn void slab_bad_link(const void *obj) { os_fatal_ptr("malloc(): corrupted free list at", obj); }
 
 /* ---- links of a bin's list (obj.h, free-list links) ----
- * p is a free object of class c: an object start below its slab's bump
- * pointer, tagged free (which takes the secret).  Its slab may be another
- * heap's by now (one that floated and was handed on). */
+ * p is a free object of class c: in a page of a slab of c (so its two
+ * words, 16-byte aligned, are mapped) and tagged free.  The tag is p's
+ * address keyed by the secret: only a free object's start holds its own,
+ * so no object-start test is needed.  Its slab may be another heap's by
+ * now (one that floated and was handed on). */
 static bool bin_object_free(unsigned c, const void *p) {
+    if ((uintptr_t)p & 15) return false;
     const struct span *s = span_lookup((uintptr_t)p);
-    return s && span_kind(s) == SPAN_SLAB && s->cls == c && small_is_object_start(s, p) &&
-           (const char *)p < s->bump && small_is_freed(p);
+    return s && span_kind(s) == SPAN_SLAB && s->cls == c && small_is_freed(p);
 }
 /* The successor of obj on a bin list of class c; a link out of obj's arena
  * is followed only to a free object of c, else the process ends. */
