@@ -204,18 +204,18 @@ static void empty_cache_drain(struct heap *h, long keep) {
 static bool list_flush(struct heap *h, struct bin *b, uint32_t keep);
 static void run_flush(struct heap *h);
 /* bin b's list: its high (the only copy is heap->list_high) and length */
+/* Relaxed loads: the report reads other threads' lists too (bin_allocs),
+ * each word as last stored (HEAP_COUNT, HEAP_SET). */
 static inline uint32_t list_high(const struct heap *h, const struct bin *b) {
-    return (uint32_t)h->list_high[b - h->bins].high;
+    return (uint32_t)__atomic_load_n(&h->list_high[b - h->bins].high, __ATOMIC_RELAXED);
 }
 static inline uint32_t list_len(const struct heap *h, const struct bin *b) {
-    return list_high(h, b) - (uint32_t)b->list_room;
+    return list_high(h, b) - (uint32_t)__atomic_load_n(&b->list_room, __ATOMIC_RELAXED);
 }
-/* b's mallocs so far (obj.h, struct bin): read by other threads too, whose
- * loads see each word as last stored (HEAP_COUNT, HEAP_SET) */
+/* b's mallocs so far (obj.h, struct bin) */
 static uint64_t bin_allocs(const struct heap *h, const struct bin *b) {
-    uint64_t high = (uint32_t)__atomic_load_n(&h->list_high[b - h->bins].high, __ATOMIC_RELAXED);
-    uint64_t len = (uint32_t)(high - (uint32_t)__atomic_load_n(&b->list_room, __ATOMIC_RELAXED));
-    return __atomic_load_n(&b->listed, __ATOMIC_RELAXED) + __atomic_load_n(&b->frees, __ATOMIC_RELAXED) - len;
+    return __atomic_load_n(&b->listed, __ATOMIC_RELAXED) + __atomic_load_n(&b->frees, __ATOMIC_RELAXED) -
+           list_len(h, b);
 }
 /* The caches' decay (empty slabs, large blocks, bin lists), run by the
  * maintenance tick of the calling thread (only the owner touches its
@@ -835,15 +835,16 @@ static inline __attribute__((always_inline)) bool remote_push_run(struct heap *h
  * tl_heap is no longer h. */
 static bool list_flush_as(struct heap *h, struct bin *b, uint32_t keep, bool exiting) {
     uint32_t len = list_len(h, b), n = 0;
+    unsigned c = (unsigned)(b - h->bins);
     bool retired = false;
     while (len > keep) {
-        void *first = b->list, *last = first, *next = bin_link_next((unsigned)(b - h->bins), first);
+        void *first = b->list, *last = first, *next = bin_link_next(c, first);
         struct span *s = span_lookup((uintptr_t)first);
         const char *lo = s->start, *hi = s->bump; /* s's objects lie in [start, bump) */
         uint32_t k = 1;
         while (len - k > keep && (const char *)next >= lo && (const char *)next < hi) {
             last = next;
-            next = bin_link_next((unsigned)(b - h->bins), next);
+            next = bin_link_next(c, next);
             k++;
         }
         b->list = next;
