@@ -220,10 +220,12 @@ static inline void lock_set_rank(lock_t *l, enum lock_rank r) { l->rank = (int)r
 void lockdep_acquire(lock_t *l, bool trylock); /* checks the order, records l as held */
 void lockdep_release(lock_t *l);
 void lockdep_forget(lock_t *l); /* fork child: l is reset, not released */
+void lockdep_check_syscall(const char *call); /* no zone or arena lock is held */
 #else
 static inline void lockdep_acquire(lock_t *l, bool trylock) { (void)l, (void)trylock; }
 static inline void lockdep_release(lock_t *l) { (void)l; }
 static inline void lockdep_forget(lock_t *l) { (void)l; }
+static inline void lockdep_check_syscall(const char *call) { (void)call; }
 #endif
 
 static inline bool lock_try_raw(lock_t *l) {

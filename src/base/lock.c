@@ -120,6 +120,22 @@ void lockdep_release(lock_t *l) {
     else violation("releasing a lock not held:", l, NULL);
 }
 
+/* A system call that takes the process's mmap lock for writing (a
+ * madvise that changes a mapping's flags) waits for every page fault in
+ * progress; under a zone's or the arena's lock every thread that needs
+ * pages would wait with it. */
+void lockdep_check_syscall(const char *call) {
+    for (int i = 0; i < held.n; i++)
+        if (held.lock[i]->rank == LOCK_RANK_ZONE || held.lock[i]->rank == LOCK_RANK_ARENA) {
+            os_write_err("folio: ");
+            os_write_err(call);
+            os_write_err(" while holding ");
+            os_write_err(name_of(held.lock[i]));
+            os_write_err("\n");
+            os_fatal_ptr("lock:", held.lock[i]);
+        }
+}
+
 void lockdep_forget(lock_t *l) {
     if (!forget(l) && held.overflow > 0) held.overflow--;
 }

@@ -694,11 +694,13 @@ void os_thp_read(struct os_thp *t) {
 static _Atomic uint64_t calls_hugepage, calls_nohugepage, calls_collapse, calls_populate;
 
 bool os_advise_huge(void *p, size_t size, bool huge) {
+    lockdep_check_syscall(huge ? "madvise(MADV_HUGEPAGE)" : "madvise(MADV_NOHUGEPAGE)");
     count_call(huge ? &calls_hugepage : &calls_nohugepage);
     return sys_madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
 }
 
 bool os_collapse(void *p, size_t size) {
+    lockdep_check_syscall("madvise(MADV_COLLAPSE)");
     count_call(&calls_collapse);
     return sys_madvise(p, size, MADV_COLLAPSE) == 0;
 }

@@ -106,6 +106,39 @@ static bool dense_run_at(char *base, bool check) {
     return dense_run[type] >= THP_DENSE_RUN;
 }
 
+/* Advice decided under the zone lock is given once it is released
+ * (thp_advise_flush, from zone_unlock): MADV_HUGEPAGE takes the process's
+ * mmap lock for writing, so it waits for every page fault in progress,
+ * and under the zone lock that wait stalled every thread that needed pages
+ * meanwhile.  The chunk is marked advised at once (the zone's decisions
+ * read the mark); advice the kernel refuses takes the mark back, unless
+ * the zone changed it meanwhile.  A hold of the zone lock starts one or
+ * two chunks; past ADVISE_PENDING_MAX a chunk is not advised. */
+#define ADVISE_PENDING_MAX 8
+static __thread struct {
+    unsigned n;
+    struct {
+        char *base;
+        uint8_t *state;
+        uint8_t before;
+    } chunk[ADVISE_PENDING_MAX];
+} tl_advise __attribute__((tls_model("initial-exec")));
+
+static void advise_now(char *base, uint8_t *state, uint8_t before) {
+    if (os_advise_huge(base, CHUNK_SIZE, true)) return;
+    uint8_t marked = CHUNK_HUGE_ADVISED;
+    if (__atomic_compare_exchange_n(state, &marked, before, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        atomic_fetch_sub_explicit(&advised, 1, memory_order_relaxed);
+}
+
+void thp_advise_flush(void) {
+    unsigned n = tl_advise.n;
+    tl_advise.n = 0;
+    for (unsigned i = 0; i < n; i++)
+        advise_now(tl_advise.chunk[i].base, tl_advise.chunk[i].state, tl_advise.chunk[i].before);
+}
+bool thp_advise_pending(void) { return tl_advise.n != 0; }
+
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
     if (opt.thp == FOLIO_THP_NEVER) return;
     bool check = opt.thp == FOLIO_THP_AUTO && untouched && heap_pages >= THP_DENSE_WATCH_PAGES &&
@@ -117,10 +150,16 @@ void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_page
     if (!system_allows(t)) return;
     /* under enabled=always the kernel backs the chunk anyway; a SPLIT chunk
      * carries MADV_NOHUGEPAGE, which only MADV_HUGEPAGE lifts */
-    if (t->pmd != OS_THP_ALWAYS || state_of(state) == CHUNK_HUGE_SPLIT)
-        if (!os_advise_huge(base, CHUNK_SIZE, true)) return;
+    uint8_t before = state_of(state);
+    bool advise = t->pmd != OS_THP_ALWAYS || before == CHUNK_HUGE_SPLIT;
+    if (advise && tl_advise.n == ADVISE_PENDING_MAX) return; /* not advised (not seen: a hold starts one or two) */
     __atomic_store_n(state, (uint8_t)CHUNK_HUGE_ADVISED, __ATOMIC_RELAXED); /* zone_chunk_huge reads it unlocked */
     atomic_fetch_add_explicit(&advised, 1, memory_order_relaxed);
+    if (!advise) return;
+    tl_advise.chunk[tl_advise.n].base = base;
+    tl_advise.chunk[tl_advise.n].state = state;
+    tl_advise.chunk[tl_advise.n].before = before;
+    tl_advise.n++;
 }
 
 void thp_arena_reserved(void *p, size_t size) {

@@ -200,6 +200,7 @@ static void zone_unlock(void) {
         atomic_store_explicit(&zone.whole_pub, !!zone.buddy_head[MAX_ORDER], memory_order_relaxed);
     lock_release(&zone.lock);
     zone_held = NULL;
+    if (unlikely(thp_advise_pending())) thp_advise_flush();
 }
 
 /* ---- descriptors: a pool owned by the zone (lock held) ----
