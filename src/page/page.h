@@ -215,8 +215,9 @@ const struct os_thp *thp_system(void); /* the system's settings, read on first u
 void thp_after_fork_child(void);
 /* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages);
-void thp_advise_flush(void);   /* the advice thp_chunk_used deferred: no lock held */
-bool thp_advise_pending(void); /* this thread has some */
+void thp_advise_flush(void); /* the advice thp_chunk_used deferred: no lock held */
+extern __thread unsigned thp_advise_pending_n;
+static inline bool thp_advise_pending(void) { return thp_advise_pending_n != 0; } /* (every zone unlock asks) */
 void thp_arena_reserved(void *p, size_t size);
 /* the purger may not break a huge chunk for a partial purge (counted) */
 bool thp_keep_whole(uint8_t state, uint32_t chunk_free_pages, bool all);

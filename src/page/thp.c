@@ -113,15 +113,16 @@ static bool dense_run_at(char *base, bool check) {
  * meanwhile.  The chunk is marked advised at once (the zone's decisions
  * read the mark); advice the kernel refuses takes the mark back, unless
  * the zone changed it meanwhile.  A hold of the zone lock starts one or
- * two chunks; past ADVISE_PENDING_MAX a chunk is not advised. */
-#define ADVISE_PENDING_MAX 8
+ * two chunks; past ADVISE_PENDING_MAX a chunk is not advised (a few:
+ * the library's TLS is small, for dlopen). */
+#define ADVISE_PENDING_MAX 4
+__thread unsigned thp_advise_pending_n; /* tl_advise's count (page.h reads it inline) */
 static __thread struct {
-    unsigned n;
     struct {
         char *base;
-        uint8_t *state;
-        uint8_t before;
+        uint8_t *state; /* the chunk's huge-page state */
     } chunk[ADVISE_PENDING_MAX];
+    uint8_t before[ADVISE_PENDING_MAX]; /* the state it had */
 } tl_advise __attribute__((tls_model("initial-exec")));
 
 static void advise_now(char *base, uint8_t *state, uint8_t before) {
@@ -132,12 +133,11 @@ static void advise_now(char *base, uint8_t *state, uint8_t before) {
 }
 
 void thp_advise_flush(void) {
-    unsigned n = tl_advise.n;
-    tl_advise.n = 0;
+    unsigned n = thp_advise_pending_n;
+    thp_advise_pending_n = 0;
     for (unsigned i = 0; i < n; i++)
-        advise_now(tl_advise.chunk[i].base, tl_advise.chunk[i].state, tl_advise.chunk[i].before);
+        advise_now(tl_advise.chunk[i].base, tl_advise.chunk[i].state, tl_advise.before[i]);
 }
-bool thp_advise_pending(void) { return tl_advise.n != 0; }
 
 void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_pages) {
     if (opt.thp == FOLIO_THP_NEVER) return;
@@ -152,14 +152,15 @@ void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_page
      * carries MADV_NOHUGEPAGE, which only MADV_HUGEPAGE lifts */
     uint8_t before = state_of(state);
     bool advise = t->pmd != OS_THP_ALWAYS || before == CHUNK_HUGE_SPLIT;
-    if (advise && tl_advise.n == ADVISE_PENDING_MAX) return; /* not advised (not seen: a hold starts one or two) */
+    if (advise && thp_advise_pending_n == ADVISE_PENDING_MAX) return; /* not advised (not seen: a hold starts one or two) */
     __atomic_store_n(state, (uint8_t)CHUNK_HUGE_ADVISED, __ATOMIC_RELAXED); /* zone_chunk_huge reads it unlocked */
     atomic_fetch_add_explicit(&advised, 1, memory_order_relaxed);
     if (!advise) return;
-    tl_advise.chunk[tl_advise.n].base = base;
-    tl_advise.chunk[tl_advise.n].state = state;
-    tl_advise.chunk[tl_advise.n].before = before;
-    tl_advise.n++;
+    unsigned n = thp_advise_pending_n;
+    tl_advise.chunk[n].base = base;
+    tl_advise.chunk[n].state = state;
+    tl_advise.before[n] = before;
+    thp_advise_pending_n = n + 1;
 }
 
 void thp_arena_reserved(void *p, size_t size) {
