@@ -395,13 +395,21 @@ enum fault dense_free(const struct span *s, void *p) {
             size += before;
         }
         uintptr_t lo, hi;
-        if (purged || size == REGION_USABLE || !atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) ||
-            atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed) < PURGE_FROM_BYTES ||
+        /* a region this free emptied goes back whole (purged there) unless
+         * it is the one empty region kept */
+        bool whole = size == REGION_USABLE,
+             leaves = whole && (dense_empty_regions > 0 || atomic_load_explicit(&dense_closed, memory_order_relaxed));
+        if (purged || leaves || !atomic_load_explicit(&dense_graduated[bucket], memory_order_relaxed) ||
+            (!whole && atomic_load_explicit(&dense_st_region_bytes, memory_order_relaxed) < PURGE_FROM_BYTES) ||
             !block_purgeable(b, size, &lo, &hi))
             break;
         /* its size left the dense heap: its pages go back to the kernel,
          * the lock released and the block held in use meanwhile; then it
-         * merges with the neighbours freed meanwhile */
+         * merges with the neighbours freed meanwhile.  In a small dense
+         * heap a graduated size's pieces stay for the other sizes (a purge
+         * there is a fault later), but not a whole region it emptied: a
+         * program whose sizes all left (a long-running one, past its
+         * start) would keep it resident for nothing */
         b->head = size | CINUSE | PINUSE;
         b->tag = tag_base(b, size) ^ PURGE_MARK;
         set_pinuse(block_at(b, size));
