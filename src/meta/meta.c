@@ -18,6 +18,11 @@ void *meta_alloc(size_t size) {
     size = (size + CACHELINE - 1) & ~(size_t)(CACHELINE - 1);
     if (size >= META_RESERVE / 4) return os_reserve((size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), PAGE_SIZE);
     lock_acquire(&meta_lock);
+    /* a page or more starts on a page: its users write its first bytes
+     * first (a heap's bins, a batch's first descriptors), and a start
+     * mid-page spreads those over one page more (a fault each) */
+    if (size >= PAGE_SIZE && meta_cur)
+        meta_cur = (char *)(((uintptr_t)meta_cur + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1));
     if ((size_t)(meta_end - meta_cur) < size) {
         /* under an address space limit, a smaller reservation may still fit */
         size_t want = META_RESERVE;
