@@ -37,7 +37,7 @@ DEBUG_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-debug/%,$(filter-out tests/te
 TSAN_TESTS := $(patsubst tests/%.c,$(BUILD)/tests-tsan/%,$(shell grep -l 'folio-test: tsan' $(TEST_C) /dev/null 2>/dev/null | grep -v /dev/null))
 TESTCFLAGS := -std=gnu11 -O1 -g $(WARN) -Iinclude -Itests -pthread
 
-.PHONY: all install uninstall test test-normal test-sanitize test-tsan test-debug check-layers clean bench census
+.PHONY: all install uninstall test test-normal test-sanitize test-tsan test-debug check-layers clean bench census stress
 all: $(BUILD)/libfolio.so $(BUILD)/libfolio.a folio $(BUILD)/man/folio.3
 
 folio:
@@ -111,6 +111,10 @@ test-tsan: $(TSAN_TESTS)
 	bash tests/run.sh tsan
 test-debug: $(DEBUG_TESTS)
 	bash tests/run.sh debug
+# the racing tests again and again, release and debug builds (minutes; not
+# part of `make test`): STRESS_ROUNDS=N rounds of each
+stress: all $(TEST_BINS) $(DEBUG_TESTS)
+	bash tests/stress.sh $(or $(STRESS_ROUNDS),10) normal debug
 # the layers (src/base < meta < clear < page < obj < api) include and call
 # only downward (tools/check_layers.py), and the check catches violations
 # (tests/layers/run.sh builds a copy of src/ with deliberate ones)

@@ -340,7 +340,8 @@ static inline void lock_reset(lock_t *l) {
       "blocks of one size (a small class, or a page count above 32 KiB) the dense heap holds " \
       "at once (or that many times 2 KiB of them), or 16 times that served in all, after "    \
       "which that size comes from slabs or the page heap for good (the pages of its freed "   \
-      "dense blocks are purged once the dense heap holds 2 MiB)")                              \
+      "dense blocks are purged once the dense heap holds 2 MiB, and the empty region it "    \
+      "keeps when such a free empties it)")                              \
     X(heap_empty_max, "FOLIO_HEAP_EMPTY_MAX", 64,                                              \
       "empty slabs a thread may keep during bursts: its cache's high grows by the slabs it "  \
       "gave the page heap and had to take back, and halves each purge delay without a miss")  \

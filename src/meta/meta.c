@@ -14,14 +14,15 @@
 static FORK_STATE lock_t meta_lock = LOCK_INIT(LOCK_RANK_META);
 static char *meta_cur, *meta_end;
 
-void *meta_alloc(size_t size) {
+/* page_start: the block starts on a page (a thread's heap, whose creation
+ * writes its first 7 KiB: from mid-page that is three pages, not two).
+ * Not for what is written whole (descriptor batches): the gap before each
+ * would be a part of a page more per block. */
+static void *meta_carve(size_t size, bool page_start) {
     size = (size + CACHELINE - 1) & ~(size_t)(CACHELINE - 1);
     if (size >= META_RESERVE / 4) return os_reserve((size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), PAGE_SIZE);
     lock_acquire(&meta_lock);
-    /* a page or more starts on a page: its users write its first bytes
-     * first (a heap's bins, a batch's first descriptors), and a start
-     * mid-page spreads those over one page more (a fault each) */
-    if (size >= PAGE_SIZE && meta_cur)
+    if (page_start && meta_cur)
         meta_cur = (char *)(((uintptr_t)meta_cur + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1));
     if ((size_t)(meta_end - meta_cur) < size) {
         /* under an address space limit, a smaller reservation may still fit */
@@ -43,6 +44,8 @@ void *meta_alloc(size_t size) {
     lock_release(&meta_lock);
     return r;
 }
+void *meta_alloc(size_t size) { return meta_carve(size, false); }
+void *meta_alloc_page(size_t size) { return meta_carve(size, true); }
 
 void meta_visit_locks(lock_visit_fn *fn, void *ctx) { fn(ctx, "meta", -1, &meta_lock); }
 

@@ -200,7 +200,8 @@ static inline struct span *span_lookup(uintptr_t a) {
 void span_map_pages(struct span *s, struct span *v, uint32_t first, uint32_t n);
 
 /* ---------------------------------------------------------------- meta, pagemap */
-void *meta_alloc(size_t size); /* zeroed, never freed; 64-byte aligned (a page or more: page-aligned) */
+void *meta_alloc(size_t size); /* zeroed, never freed; 64-byte aligned */
+void *meta_alloc_page(size_t size); /* the same, starting on a page */
 void meta_visit_locks(lock_visit_fn *fn, void *ctx); /* for the report */
 void meta_lock_all(void);
 void meta_unlock_all(bool child);

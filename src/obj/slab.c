@@ -456,7 +456,7 @@ static void reclaim_emptied(unsigned budget);
 static struct heap *heap_create(void) {
     struct heap *h = lf_pop(&heaps_free, HEAP_NEXT);
     if (!h) {
-        h = meta_alloc(sizeof *h);
+        h = meta_alloc_page(sizeof *h);
         if (!h) return NULL;
         lock_acquire(&heap_lock);
         h->all_next = heaps_all;

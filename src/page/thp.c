@@ -112,9 +112,11 @@ static bool dense_run_at(char *base, bool check) {
  * and under the zone lock that wait stalled every thread that needed pages
  * meanwhile.  The chunk is marked advised at once (the zone's decisions
  * read the mark); advice the kernel refuses takes the mark back, unless
- * the zone changed it meanwhile.  A hold of the zone lock starts one or
- * two chunks; past ADVISE_PENDING_MAX a chunk is not advised (a few:
- * the library's TLS is small, for dlopen). */
+ * the zone changed it meanwhile.  The taker advises before it touches the
+ * chunk; another thread that takes a block of it in between and writes it
+ * first leaves it in 4 KiB pages (khugepaged may collapse it later).  A
+ * hold of the zone lock starts one or two chunks; past ADVISE_PENDING_MAX
+ * a chunk is not advised (a few: the library's TLS is small, for dlopen). */
 #define ADVISE_PENDING_MAX 4
 __thread unsigned thp_advise_pending_n; /* tl_advise's count (page.h reads it inline) */
 static __thread struct {
