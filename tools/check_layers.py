@@ -52,14 +52,16 @@ def check_includes(src, errors):
                     errors.append(f"{d}/{f} includes {inc} (layer {other}) from layer {layer}")
 
 
-def nm(path, defined):
-    args = ["nm", "--defined-only" if defined else "--undefined-only", path]
+def nm(paths, defined):
+    """path -> its global symbols defined (or undefined): one nm for all"""
+    args = ["nm", "-A", "--defined-only" if defined else "--undefined-only"] + paths
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    syms = set()
+    syms = {path: set() for path in paths}
     for line in out.splitlines():
-        parts = line.split()
+        path, _, rest = line.partition(".o:")
+        parts = rest.split()
         if len(parts) >= 2 and (not defined or parts[-2] not in ("t", "d", "b", "r", "n")):
-            syms.add(parts[-1])
+            syms[path + ".o"].add(parts[-1])
     return syms
 
 
@@ -71,12 +73,14 @@ def check_calls(obj, errors):
             errors.append(f"{d}: no objects (build first)")
             continue
         objects += [(layer, os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".o")]
+    paths = [path for _, path in objects]
+    defined, undefined = (nm(paths, True), nm(paths, False)) if paths else ({}, {})
     defined_by = {}
     for layer, path in objects:
-        for s in nm(path, True):
+        for s in defined[path]:
             defined_by[s] = (layer, path)
     for layer, path in objects:
-        for s in sorted(nm(path, False)):
+        for s in sorted(undefined[path]):
             if s in API_ONLY and layer != "api":
                 errors.append(f"{path} (layer {layer}) calls {s}: only the api runs the maintenance tick")
             if s not in defined_by:

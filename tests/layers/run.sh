@@ -15,7 +15,9 @@ build() { # build the object of one source file of the copy
     mkdir -p "$(dirname "$o")"
     cc -std=c11 -O0 -fPIC $INC -c "$f" -o "${o%.c}.o"
 }
-for f in "$TMP"/src/*/*.c; do build "$f"; done
+pids=() # the copy's objects, built side by side
+for f in "$TMP"/src/*/*.c; do build "$f" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p"; done
 check() { python3 "$ROOT/tools/check_layers.py" --src "$TMP/src" --obj "$TMP/obj"; }
 
 fails=0
