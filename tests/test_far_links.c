@@ -8,9 +8,10 @@
  * objects of both arenas are freed in turn (past the list's bound: its
  * flushes walk the links too) and as many allocated again: no block is
  * handed out twice, the bytes written into each stay, and the live
- * blocks outside the dense heap return to where they started.  Against a build whose free pushes with no
- * arena test but whose malloc still takes every link out of the arena for
- * a corruption, the process ends ("corrupted free list"). */
+ * blocks outside the dense heap return to where they started.  Against a
+ * build whose free pushes with no arena test but whose malloc still takes
+ * every link out of the arena for a corruption, the process ends
+ * ("corrupted free list"). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
