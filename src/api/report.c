@@ -290,6 +290,10 @@ EXPORT size_t folio_report_json(char *buf, size_t len) {
         sb_u64(&b, p.reclaim_caps);
         sb_put(&b, ", \"chunks_drained\": ");
         sb_u64(&b, p.chunks_drained);
+        sb_put(&b, ", \"exact_pages\": ");
+        sb_i64(&b, p.exact_pages);
+        sb_put(&b, ", \"exact_high\": ");
+        sb_i64(&b, p.exact_high);
         sb_put(&b, ", \"in_use\": ");
         sb_i64(&b, p.in_use);
         sb_put(&b, "}");

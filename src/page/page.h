@@ -96,6 +96,7 @@ struct pageset_stats {
     uint64_t chunks_drained; /* whole chunks given back to the zone by drains and decay */
     uint64_t exact_hits, exact_misses; /* spans of other sizes: served from the exact lists, or not */
     uint64_t exact_near_hits;          /* of the hits: a span up to a quarter larger (exact_near) */
+    long exact_pages, exact_high;      /* what the exact lists hold, and their bound (pages) */
     int in_use;              /* pagesets in use (high_max's split); totals only */
 };
 void pageset_init(void);

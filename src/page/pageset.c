@@ -908,6 +908,8 @@ void pageset_stats(int i, struct pageset_stats *st) {
     st->decays = ps->decays;
     st->reclaim_caps = ps->reclaim_caps;
     st->chunks_drained = ps->chunks_drained;
+    st->exact_pages = ps->exact ? ps->exact->pages : 0;
+    st->exact_high = ps->exact ? ps->exact->high : 0;
     st->exact_hits = ps->exact_hits;
     st->exact_misses = ps->exact_misses;
     st->exact_near_hits = ps->exact_near_hits;
