@@ -238,8 +238,9 @@ int main(void) {
         puts("SKIP chunk decay: cannot run on pageset 0's CPU");
     }
 
-    /* 6e. spans of other sizes (odd page counts, 128 pages) are kept whole
-     * on the exact lists, within a bound that starts at a batch: the frees
+    /* 6e. spans of other sizes up to 64 pages (odd page counts) are kept whole
+     * on the exact lists, within a bound that starts at a batch (larger ones,
+     * 128 or 100 pages, go to the zone both ways): the frees
      * of a size never asked for again keep a batch at most, the rest goes to
      * the zone; a miss for a size that was drained grows the bound (by a
      * batch at least), and from then on a free keeps the span for the next
@@ -277,15 +278,25 @@ int main(void) {
         EXPECT(x3.exact_hits == x2.exact_hits + 3, "3 requests of a kept size: %llu hits",
                (unsigned long long)(x3.exact_hits - x2.exact_hits));
         EXPECT(again[0] == odd[2] && again[2] == odd[0], "the last freed span is not taken first");
-        struct span *b = page_alloc(128, 1);
-        EXPECT(b && b->npages == 128, "128 pages");
+        struct span *b = page_alloc(48, 1);
+        EXPECT(b && b->npages == 48, "48 pages");
         page_free(b); /* above the lists' bound: drained */
-        EXPECT(b = page_alloc(128, 1), "128 pages"); /* a miss for a drained size grows the bound */
+        EXPECT(b = page_alloc(48, 1), "48 pages"); /* a miss for a drained size grows the bound */
         x3 = st();
         char *start = b->start;
         page_free(b);
-        b = page_alloc(128, 1);
-        EXPECT(b && b->start == start && st().exact_hits == x3.exact_hits + 1, "a 128-page span not kept");
+        b = page_alloc(48, 1);
+        EXPECT(b && b->start == start && st().exact_hits == x3.exact_hits + 1, "a 48-page span not kept");
+        /* above 64 pages a span goes to the zone both ways: the lists
+         * neither count a miss for it nor hold it */
+        struct pageset_stats x4 = st();
+        struct span *big = page_alloc(128, 1), *odd_big = page_alloc(100, 1);
+        EXPECT(big && big->npages == 128 && odd_big && odd_big->npages == 100, "128 and 100 pages");
+        page_free(big);
+        page_free(odd_big);
+        EXPECT(st().count == x4.count && st().exact_misses == x4.exact_misses && st().exact_hits == x4.exact_hits,
+               "spans above 64 pages went through the pageset: count %ld -> %ld, misses +%llu", x4.count,
+               st().count, (unsigned long long)(st().exact_misses - x4.exact_misses));
         struct span *eight = page_alloc(8, 1);
         EXPECT(eight && (eight->page_idx & 7) == 0, "an 8-page span from the order lists is aligned");
         page_free(eight);
