@@ -553,6 +553,21 @@ static void exact_decay(struct pageset *ps) {
     exact_trim(ps, e, false);
 }
 
+/* Whether the lists keep a freed span of n pages.  Above the largest order
+ * (256 KiB) only while they hit at least every other time in this decay
+ * window (or before its fifth miss): the bound holds one or two such spans,
+ * so sizes of that range that repeat only among many others hit rarely
+ * (alloc_mstress: one request in four or five), and a span held for its
+ * size kept its pages, touched by the last block, from the next block of
+ * another size, which the zone then carved from pages not yet touched;
+ * given to the zone, it merges at once and best fit serves any size from
+ * it (docs/notes/server-patterns.md, session 32).  One size freed and
+ * taken in turns (a buffer per request) hits every time, and its malloc
+ * and free then take no process-wide lock. */
+static bool exact_keeps(const struct exact_lists *e, uint32_t n) {
+    return n <= (1u << PCP_MAX_ORDER) || e->misses_win <= 4 || e->hits_win >= e->misses_win;
+}
+
 /* An aligned power of two up to order 6 goes on its order's list, any other
  * span below a chunk on its exact list (e: the table, NULL if it could not
  * be had: the caller gives the span to the zone). */
@@ -562,7 +577,7 @@ static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists 
         free_on(ps, s, (unsigned)__builtin_ctz(n), pressure);
         return true;
     }
-    if (!e) return false;
+    if (!e || !exact_keeps(e, n)) return false;
     exact_push(ps, e, s);
     exact_trim(ps, e, true); /* may give s itself to the zone: s is not read after it */
     after_free(ps, exact_order(n), n, pressure);
@@ -795,22 +810,13 @@ static void chunk_free(struct span *s) {
 
 /* ---- the page heap's entry points ---- */
 
-/* Every span up to the largest order goes through the pagesets: the slabs'
- * powers of two on the order lists, the large blocks of other sizes on the
- * exact lists (whole: a span the zone carved goes back to it as it was, so
+/* Every span below a chunk goes through the pagesets: the slabs' powers of
+ * two on the order lists, the large blocks of other sizes on the exact
+ * lists (whole: a span the zone carved goes back to it as it was, so
  * nothing cut from it sits on the order lists while its chunk could merge);
- * an aligned request of another size goes to the zone.  A larger span
- * (above 256 KiB, below a chunk) goes to the zone both ways: the lists'
- * bound holds one or two such spans, so sizes of that range, which repeat
- * only among many others, hit rarely, and a span held for its size kept
- * its pages, touched by the last block, from the next block of another
- * size, which the zone then carved from pages not yet touched (alloc_mstress,
- * whose 32-512 KiB blocks are written at both ends: peak RSS 10.5 -> 8.9
- * MiB, docs/notes/server-patterns.md, session 32).  In the zone it merges at
- * once, and best fit serves any size from it. */
-#define PCP_SPAN_MAX_PAGES (1u << PCP_MAX_ORDER)
+ * an aligned request of another size goes to the zone. */
 static bool pcp_size(size_t n, size_t align_pages) {
-    return n >= 1 && n <= PCP_SPAN_MAX_PAGES && (align_pages <= 1 || (pcp_order_fits((uint32_t)n, 0) && align_pages <= n));
+    return n >= 1 && n < CHUNK_PAGES && (align_pages <= 1 || (pcp_order_fits((uint32_t)n, 0) && align_pages <= n));
 }
 
 /* A span of npages pages aligned to align_pages (a power of two); for an

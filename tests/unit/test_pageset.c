@@ -238,9 +238,8 @@ int main(void) {
         puts("SKIP chunk decay: cannot run on pageset 0's CPU");
     }
 
-    /* 6e. spans of other sizes up to 64 pages (odd page counts) are kept whole
-     * on the exact lists, within a bound that starts at a batch (larger ones,
-     * 128 or 100 pages, go to the zone both ways): the frees
+    /* 6e. spans of other sizes (odd page counts, 128 pages) are kept whole
+     * on the exact lists, within a bound that starts at a batch: the frees
      * of a size never asked for again keep a batch at most, the rest goes to
      * the zone; a miss for a size that was drained grows the bound (by a
      * batch at least), and from then on a free keeps the span for the next
@@ -287,16 +286,17 @@ int main(void) {
         page_free(b);
         b = page_alloc(48, 1);
         EXPECT(b && b->start == start && st().exact_hits == x3.exact_hits + 1, "a 48-page span not kept");
-        /* above 64 pages a span goes to the zone both ways: the lists
-         * neither count a miss for it nor hold it */
-        struct pageset_stats x4 = st();
-        struct span *big = page_alloc(128, 1), *odd_big = page_alloc(100, 1);
-        EXPECT(big && big->npages == 128 && odd_big && odd_big->npages == 100, "128 and 100 pages");
-        page_free(big);
-        page_free(odd_big);
-        EXPECT(st().count == x4.count && st().exact_misses == x4.exact_misses && st().exact_hits == x4.exact_hits,
-               "spans above 64 pages went through the pageset: count %ld -> %ld, misses +%llu", x4.count,
-               st().count, (unsigned long long)(st().exact_misses - x4.exact_misses));
+        /* above 64 pages too, while the lists hit */
+        page_free(b);
+        b = page_alloc(128, 1);
+        EXPECT(b && b->npages == 128, "128 pages");
+        page_free(b); /* above the lists' bound: drained */
+        EXPECT(b = page_alloc(128, 1), "128 pages"); /* a miss for a drained size grows the bound */
+        x3 = st();
+        start = b->start;
+        page_free(b);
+        b = page_alloc(128, 1);
+        EXPECT(b && b->start == start && st().exact_hits == x3.exact_hits + 1, "a 128-page span not kept");
         struct span *eight = page_alloc(8, 1);
         EXPECT(eight && (eight->page_idx & 7) == 0, "an 8-page span from the order lists is aligned");
         page_free(eight);
@@ -376,6 +376,32 @@ int main(void) {
         EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants after the frees");
         pageset_drain_all();
         pageset_force_sizing(2, 0);
+        /* but not while the lists miss more than they hit: with a bound
+         * grown to hold it, a freed span above 64 pages goes to the zone
+         * after the window's fifth miss and no hit (sizes that do not come
+         * back); one of 64 pages or less is still kept */
+        {
+            pageset_decay_on(0); /* a new window */
+            struct span *hundred = page_alloc(100, 1);
+            EXPECT(hundred && hundred->npages == 100, "100 pages");
+            page_free(hundred); /* above the bound: drained */
+            EXPECT(hundred = page_alloc(100, 1), "100 pages"); /* a miss for a drained size: the bound grows */
+            struct span *m[4];
+            for (int i = 0; i < 4; i++) EXPECT(m[i] = page_alloc(70 + 5 * (uint32_t)i, 1), "%d pages", 70 + 5 * i);
+            struct span *small9 = page_alloc(9, 1);
+            EXPECT(small9, "9 pages");
+            struct pageset_stats w0 = st();
+            EXPECT(w0.exact_high >= 100, "the bound %ld did not grow to hold 100 pages", w0.exact_high);
+            page_free(hundred);
+            for (int i = 0; i < 4; i++) page_free(m[i]);
+            struct pageset_stats w1 = st();
+            EXPECT(w1.count == w0.count, "spans of 70-100 pages freed after 7 misses and no hit: count %ld -> %ld",
+                   w0.count, w1.count);
+            page_free(small9);
+            EXPECT(st().count == w1.count + 9, "a 9-page span not kept: count %ld -> %ld", w1.count, st().count);
+            EXPECT(pageset_check() == 0 && zone_check() == 0, "invariants after the misses");
+            pageset_drain_all();
+        }
     } else {
         puts("SKIP exact lists: cannot run on pageset 0's CPU");
     }
