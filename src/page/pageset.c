@@ -556,21 +556,21 @@ static void exact_decay(struct pageset *ps) {
 /* Whether the lists keep a freed span of n pages.  Above the largest order
  * (256 KiB) only while they hit at least every other time in this decay
  * window (or before its fifth miss): the bound holds one or two such spans,
- * so sizes of that range that repeat only among many others hit rarely
- * (alloc_mstress: one request in four or five), and a span held for its
- * size kept its pages, touched by the last block, from the next block of
- * another size, which the zone then carved from pages not yet touched;
- * given to the zone, it merges at once and best fit serves any size from
- * it (docs/notes/server-patterns.md, session 32).  One size freed and
- * taken in turns (a buffer per request) hits every time, and its malloc
- * and free then take no process-wide lock. */
+ * so sizes of that range that repeat only among many others hit rarely,
+ * and a span held for its size kept its pages, touched by the last block,
+ * from the next block of another size, which the zone then carved from
+ * pages not yet touched; given to the zone, it merges at once and best fit
+ * serves any size from it (docs/notes/server-patterns.md, session 32).  One
+ * size freed and taken in turns (a buffer per request) hits every time,
+ * and its malloc and free then take no process-wide lock. */
 static bool exact_keeps(const struct exact_lists *e, uint32_t n) {
     return n <= (1u << PCP_MAX_ORDER) || e->misses_win <= 4 || e->hits_win >= e->misses_win;
 }
 
 /* An aligned power of two up to order 6 goes on its order's list, any other
- * span below a chunk on its exact list (e: the table, NULL if it could not
- * be had: the caller gives the span to the zone). */
+ * span below a chunk on its exact list if the lists keep it (e: the table,
+ * NULL if it could not be had; false: the caller gives the span to the
+ * zone). */
 static bool free_span_on(struct pageset *ps, struct span *s, struct exact_lists *e, int pressure) {
     uint32_t n = s->npages;
     if (pcp_order_fits(n, s->page_idx)) {
