@@ -27,7 +27,8 @@
  *    list of its page count, counted in count with its pages, and drained
  *    whole: the zone carved it (best fit, from a large chunk's free runs) and
  *    merges it back.  A free of such a span is a cache of it for the next
- *    request of the same size, or of an odd size up to a quarter smaller.
+ *    request of the same size, or of an odd size up to a quarter smaller
+ *    (above order 6 only while the lists hit: exact_keeps).
  *    A miss takes spans of its size from the depot, up to two batches'
  *    worth within the lists' bound (a size some pageset had to give back:
  *    it repeats), else one span from the zone (no refill: sizes
