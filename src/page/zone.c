@@ -923,6 +923,25 @@ static struct span *whole_take(unsigned type) {
     return d;
 }
 
+/* Pages of the zone's chunks (every zone's) resident now, a huge one
+ * counted whole: one mincore per chunk, for thp.c's written rule (the
+ * arena lock held: the arena list). */
+size_t zone_chunks_resident(void) {
+    size_t pages = 0;
+    for (struct arena_head *head = arena_heads; head; head = head->next)
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
+            if (head->state[i] != CHUNK_IN_ZONE) continue;
+            uint8_t huge = __atomic_load_n(&head->huge[i], __ATOMIC_RELAXED);
+            if (huge == CHUNK_HUGE_ADVISED || huge == CHUNK_HUGE_COLLAPSED) {
+                pages += CHUNK_PAGES;
+                continue;
+            }
+            long n = os_resident_pages((char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT)), CHUNK_SIZE);
+            if (n > 0) pages += (size_t)n;
+        }
+    return pages;
+}
+
 /* Take a block of exactly `order` (a power of two, aligned) for the SMALL
  * chunks: a buddy block, else a whole free chunk, else (the arena cannot
  * grow) an aligned piece of a run; lock held and MAX_ORDER

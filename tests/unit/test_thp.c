@@ -3,7 +3,9 @@
  *    call, counted by os.c, while the heap grows past 32 MiB); under auto
  *    not a chunk of a small heap nor one already touched; in a heap of
  *    8-32 MiB not chunks handed out but not written, and the chunk after
- *    two written whole; the next untouched chunk once the heap holds 32 MiB;
+ *    two written whole, or after chunks that hold resident half the pages
+ *    handed out, not less; the next untouched chunk once the heap holds
+ *    32 MiB;
  *  - a huge chunk is purged only whole: a dirty free block in it is left
  *    resident while more than half of the chunk is in use (counted), and
  *    purged once half is free, after MADV_NOHUGEPAGE; trim and memory
@@ -110,6 +112,31 @@ int main(void) {
     EXPECT(zone_in_use_pages() < THP_HEAP_PAGES, "the dense run needs a heap under 32 MiB (%zu pages)",
            zone_in_use_pages());
     EXPECT(zone_check() == 0, "zone inconsistent after the dense run");
+
+    /* ---- auto, a heap of 8-32 MiB with no dense run: a new chunk is
+     * advised while the zone's chunks hold resident at least half the pages
+     * handed out (the heap's size is the call's; its second call with one
+     * chunk is no run: its chunk is the one started before it) ---- */
+    size_t resident = zone_chunks_resident();
+    size_t sparse_heap = resident * THP_WRITTEN_SHARE + CHUNK_PAGES;
+    size_t written_heap = resident > THP_DENSE_HEAP_PAGES ? resident : THP_DENSE_HEAP_PAGES;
+    EXPECT(resident >= 2 * CHUNK_PAGES && sparse_heap < THP_HEAP_PAGES && written_heap <= resident * THP_WRITTEN_SHARE,
+           "the chunks hold %zu pages resident: no room for the written rule's two cases", resident);
+    uint8_t ws = CHUNK_HUGE_NONE;
+    thp_chunk_used(first->start, &ws, true, THP_DENSE_WATCH_PAGES - 1); /* started: no run through it */
+    os_advice_calls(&a0);
+    thp_chunk_used(first->start, &ws, true, sparse_heap);
+    EXPECT(ws == CHUNK_HUGE_NONE, "a chunk of a %zu-page heap with %zu pages resident was advised", sparse_heap,
+           resident);
+    thp_chunk_used(first->start, &ws, true, written_heap);
+    EXPECT(ws == (allowed ? CHUNK_HUGE_ADVISED : CHUNK_HUGE_NONE),
+           "a chunk of a %zu-page heap with %zu pages resident: state %u", written_heap, resident, ws);
+    thp_advise_flush();
+    os_advice_calls(&a1);
+    if (allowed && sys->pmd != OS_THP_ALWAYS)
+        EXPECT(a1.hugepage == a0.hugepage + 1, "%llu MADV_HUGEPAGE calls for the written heap's chunk, not 1",
+               (unsigned long long)(a1.hugepage - a0.hugepage));
+    os_advise_huge(first->start, CHUNK_SIZE, false); /* first stays a chunk of 4 KiB pages */
 
     /* ---- never: the heap grows past 32 MiB without MADV_HUGEPAGE ---- */
     opt.thp = FOLIO_THP_NEVER;
