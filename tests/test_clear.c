@@ -6,7 +6,8 @@
  * folio_clear_hint with every hint) clear [p, p+n) for n = 0..300 at 9 head
  * alignments and for n up to 5 MiB at 3 alignments, inside a patterned
  * buffer whose 256 guard bytes on each side must be untouched.  The engine's
- * counters and its "clear" report object are checked; re-executed children
+ * counters and its "clear" report object are checked (a report made before
+ * the first clear does not set the engine up); re-executed children
  * check the FOLIO_CLEAR=<name> forced modes and clears split across helper
  * threads (FOLIO_CLEAR_MT_MIB=1). */
 #include <errno.h>
@@ -182,6 +183,12 @@ int main(int argc, char **argv)
 		return child_forced();
 	if (argc > 1 && !strcmp(argv[1], "child-mt"))
 		return child_mt();
+
+	/* a report does not set the engine up (folio top asks for one every
+	 * second); the first clear of a size that needs the engine does */
+	CHECK(report_u64("set_up") == 0 && report_u64("set_up") == 0, "a report set the clearing engine up");
+	folio_clear(buf, 1u << 20);
+	CHECK(report_u64("set_up") == 1, "a clear of 1 MiB did not set the engine up");
 
 	/* names and bad input */
 	for (int i = 0; i < FOLIO_CLEAR_NSTRATEGIES; i++)

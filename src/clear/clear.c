@@ -845,8 +845,18 @@ static void json_cell(struct jw *w, const char *name, struct cell *c, bool mt, b
 
 void clear_json(void (*put)(void *ctx, const char *s), void *ctx) {
     struct jw w = {put, ctx};
-    ensure_init();
+    if (atomic_load_explicit(&engine_state, memory_order_acquire) != ST_READY) {
+        /* nothing cleared yet: the engine is set up by the first clear, not
+         * by a report (folio top's, every second, or the one at exit) */
+        long asked = opt.clear > 0 && opt.clear < FOLIO_CLEAR_NSTRATEGIES ? opt.clear : 0;
+        jstr(&w, "{");
+        jks(&w, "mode", folio_clear_name((int)asked), true);
+        jkv(&w, "set_up", 0, false);
+        jstr(&w, "}");
+        return;
+    }
     jstr(&w, "{");
+    jkv(&w, "set_up", 1, true);
     jks(&w, "mode", folio_clear_name(forced), true);
     jks(&w, "loop", folio_clear_name(clear_cpu.loop_impl), true);
     jks(&w, "nt", folio_clear_name(clear_cpu.nt_impl), true);

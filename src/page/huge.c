@@ -887,9 +887,12 @@ void huge_stats(struct huge_stats *st) {
     st->live_bytes = atomic_load_explicit(&counts.live_bytes, memory_order_relaxed);
 }
 
-/* the shards that were ever used (and the first, always) */
+/* the shards that were ever used (and the first, always); none reserved
+ * yet: the others' pages are left unread (a report every second from
+ * folio top would fault them in) */
 void huge_visit_locks(lock_visit_fn *fn, void *ctx) {
-    for (struct shard *s = shards; s < shards + HUGE_SHARDS; s++) {
+    bool any = atomic_load_explicit(&shards_in_use, memory_order_relaxed) != 0;
+    for (struct shard *s = shards; s < shards + (any ? HUGE_SHARDS : 1); s++) {
         struct lock_stat ls;
         lock_stat_read(&s->lock, &ls);
         if (s == shards || ls.acquired || ls.contended) fn(ctx, "huge", s - shards, &s->lock);
