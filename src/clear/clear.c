@@ -851,7 +851,10 @@ void clear_json(void (*put)(void *ctx, const char *s), void *ctx) {
         long asked = opt.clear > 0 && opt.clear < FOLIO_CLEAR_NSTRATEGIES ? opt.clear : 0;
         jstr(&w, "{");
         jks(&w, "mode", folio_clear_name((int)asked), true);
-        jkv(&w, "set_up", 0, false);
+        jkv(&w, "set_up", 0, true);
+        jkv(&w, "calibrated", 0, true);
+        jkv(&w, "mt_clears", atomic_load(&mt_clears), true);
+        jkv(&w, "mt_bytes", atomic_load(&mt_bytes), false);
         jstr(&w, "}");
         return;
     }
