@@ -358,7 +358,7 @@ static inline void lock_reset(lock_t *l) {
     X(thp, "FOLIO_THP", 0,                                                                     \
       "huge pages for the heap's 2 MiB chunks: auto (0: chunks that will be dense: from 8 MiB " \
       "of heap those after two chunks handed out and written densely, or while the chunks "   \
-      "hold resident half the pages handed out; from 32 MiB every new one; and regions of "   \
+      "hold resident 3/4 of the pages handed out; from 32 MiB every new one; and regions of "   \
       "blocks above 2 MiB), never (1), always (2: every chunk); within what the system allows") \
     X(populate, "FOLIO_POPULATE", 1,                                                           \
       "1: memory about to be written (a new slab of a class that filled one, a calloc of fresh " \

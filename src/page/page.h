@@ -212,7 +212,9 @@ enum chunk_huge {
 #define THP_HEAP_PAGES (16 * CHUNK_PAGES) /* auto: the heap (32 MiB) from which new chunks will be dense */
 #define THP_DENSE_WATCH_PAGES (2 * CHUNK_PAGES) /* auto: from 4 MiB, whether chunks fill densely is watched */
 #define THP_DENSE_HEAP_PAGES (4 * CHUNK_PAGES)  /* auto: from 8 MiB, a chunk after a dense run is advised, */
-#define THP_WRITTEN_SHARE 2 /* ... or while the chunks hold resident at least 1/2 of the pages handed out */
+/* ... or while the chunks hold resident at least 3/4 of the pages handed out */
+#define THP_WRITTEN_NUM 3
+#define THP_WRITTEN_DEN 4
 size_t zone_chunks_resident(void); /* zone.c: pages of the zone's chunks resident now (arena lock held) */
 const struct os_thp *thp_system(void); /* the system's settings, read on first use */
 void thp_after_fork_child(void);

@@ -12,11 +12,12 @@
  *    the trade-off), or from THP_DENSE_HEAP_PAGES, when the chunks started
  *    before it were written as densely as they were handed out (below:
  *    the dense run), or when the zone's chunks hold resident at least
- *    1/THP_WRITTEN_SHARE of the pages handed out (the written rule: a heap
- *    that writes what it is given, and keeps what it freed for reuse,
- *    ends up with its chunks resident whole; one whose blocks are written
- *    in part, or whose slabs are carved as objects go out, shows a third
- *    or less); a chunk that filled up before,
+ *    THP_WRITTEN_NUM/DEN (3/4) of the pages handed out (the written rule:
+ *    a heap that writes what it is given, and keeps what it freed for
+ *    reuse, ends up with its chunks resident whole; one whose blocks are
+ *    written in part, or whose slabs are carved as objects go out, shows a
+ *    third or less; at half, a heap that settled at 4/5 of its chunks paid
+ *    a quarter more memory); a chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free at two of its passes, a purge delay apart
  *    (thp_collapse_pass);
@@ -153,7 +154,7 @@ void thp_chunk_used(char *base, uint8_t *state, bool untouched, size_t heap_page
     bool dense = dense_run_at(base, check) && heap_pages >= THP_DENSE_HEAP_PAGES;
     if (huge(state_of(state))) return;
     if (check && !dense && heap_pages >= THP_DENSE_HEAP_PAGES) /* the written rule (mincore per chunk) */
-        dense = zone_chunks_resident() * THP_WRITTEN_SHARE >= heap_pages;
+        dense = zone_chunks_resident() * THP_WRITTEN_DEN >= heap_pages * THP_WRITTEN_NUM;
     if (opt.thp == FOLIO_THP_AUTO && (!untouched || (heap_pages < THP_HEAP_PAGES && !dense))) return;
     const struct os_thp *t = thp_system();
     if (!system_allows(t)) return;

@@ -3,7 +3,7 @@
  *    call, counted by os.c, while the heap grows past 32 MiB); under auto
  *    not a chunk of a small heap nor one already touched; in a heap of
  *    8-32 MiB not chunks handed out but not written, and the chunk after
- *    two written whole, or after chunks that hold resident half the pages
+ *    two written whole, or after chunks that hold resident 3/4 of the pages
  *    handed out, not less; the next untouched chunk once the heap holds
  *    32 MiB;
  *  - a huge chunk is purged only whole: a dirty free block in it is left
@@ -114,13 +114,14 @@ int main(void) {
     EXPECT(zone_check() == 0, "zone inconsistent after the dense run");
 
     /* ---- auto, a heap of 8-32 MiB with no dense run: a new chunk is
-     * advised while the zone's chunks hold resident at least half the pages
+     * advised while the zone's chunks hold resident at least 3/4 of the pages
      * handed out (the heap's size is the call's; its second call with one
      * chunk is no run: its chunk is the one started before it) ---- */
     size_t resident = zone_chunks_resident();
-    size_t sparse_heap = resident * THP_WRITTEN_SHARE + CHUNK_PAGES;
+    size_t sparse_heap = resident * THP_WRITTEN_DEN / THP_WRITTEN_NUM + CHUNK_PAGES;
     size_t written_heap = resident > THP_DENSE_HEAP_PAGES ? resident : THP_DENSE_HEAP_PAGES;
-    EXPECT(resident >= 2 * CHUNK_PAGES && sparse_heap < THP_HEAP_PAGES && written_heap <= resident * THP_WRITTEN_SHARE,
+    EXPECT(resident >= 2 * CHUNK_PAGES && sparse_heap < THP_HEAP_PAGES &&
+               written_heap * THP_WRITTEN_NUM <= resident * THP_WRITTEN_DEN,
            "the chunks hold %zu pages resident: no room for the written rule's two cases", resident);
     uint8_t ws = CHUNK_HUGE_NONE;
     thp_chunk_used(first->start, &ws, true, THP_DENSE_WATCH_PAGES - 1); /* started: no run through it */
