@@ -15,9 +15,10 @@
  *    THP_WRITTEN_NUM/DEN (3/4) of the pages handed out (the written rule:
  *    a heap that writes what it is given, and keeps what it freed for
  *    reuse, ends up with its chunks resident whole; one whose blocks are
- *    written in part, or whose slabs are carved as objects go out, shows a
- *    third or less; at half, a heap that settled at 4/5 of its chunks paid
- *    a quarter more memory); a chunk that filled up before,
+ *    written in part, or whose slabs are carved as objects go out, shows
+ *    much less; below 3/4, a heap that settles with a fifth of its chunks
+ *    untouched would pay that fifth: docs/notes/startup.md, session 33); a
+ *    chunk that filled up before,
  *    as 4 KiB pages, is collapsed later by the purger (MADV_COLLAPSE) once
  *    at most 1/16 of it is free at two of its passes, a purge delay apart
  *    (thp_collapse_pass);
