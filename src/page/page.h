@@ -216,6 +216,7 @@ enum chunk_huge {
 #define THP_WRITTEN_NUM 3
 #define THP_WRITTEN_DEN 4
 size_t zone_chunks_resident(void); /* zone.c: pages of the zone's chunks resident now (arena lock held) */
+size_t thp_chunk_resident(char *base); /* pages of a chunk resident now (a huge one: all) */
 const struct os_thp *thp_system(void); /* the system's settings, read on first use */
 void thp_after_fork_child(void);
 /* the zone starts using a whole chunk (untouched: zeroed, never faulted or purged) */

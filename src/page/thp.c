@@ -95,6 +95,15 @@ static unsigned dense_run[2];    /* chunks of the type found dense in a row */
 
 static uint32_t chunk_idx(const char *base) { return (uint32_t)(((uintptr_t)base >> CHUNK_SHIFT) & (ARENA_CHUNKS - 1)); }
 
+/* the pages of chunk base resident now: a huge one whole (the zone's count
+ * is all there is), else by mincore */
+size_t thp_chunk_resident(char *base) {
+    struct arena_head *h = arena_head_of((uintptr_t)base);
+    if (huge(__atomic_load_n(&h->huge[chunk_idx(base)], __ATOMIC_RELAXED))) return CHUNK_PAGES;
+    long n = os_resident_pages(base, CHUNK_SIZE);
+    return n > 0 ? (size_t)n : 0;
+}
+
 /* base is the chunk the zone fills now (started whole, of its type):
  * true if this and the chunks started before it make a dense run. */
 static bool dense_run_at(char *base, bool check) {
@@ -107,8 +116,7 @@ static bool dense_run_at(char *base, bool check) {
     uint32_t i = chunk_idx(prev);
     /* prev may be another zone's chunk (zone.c): its counts are read as they are */
     bool dense = ph->state[i] == CHUNK_IN_ZONE && __atomic_load_n(&ph->free_pages[i], __ATOMIC_RELAXED) <= CHUNK_PAGES / 16 &&
-                 (huge(__atomic_load_n(&ph->huge[i], __ATOMIC_RELAXED)) /* resident whole: the zone's count is all there is */ ||
-                  os_resident_pages(prev, CHUNK_SIZE) >= (long)THP_DENSE_RESIDENT);
+                 thp_chunk_resident(prev) >= THP_DENSE_RESIDENT;
     dense_run[type] = dense ? dense_run[type] + 1 : 0;
     return dense_run[type] >= THP_DENSE_RUN;
 }

@@ -923,22 +923,14 @@ static struct span *whole_take(unsigned type) {
     return d;
 }
 
-/* Pages of the zone's chunks (every zone's) resident now, a huge one
- * counted whole: one mincore per chunk, for thp.c's written rule (the
- * arena lock held: the arena list). */
+/* Pages of the zone's chunks (every zone's) resident now, for thp.c's
+ * written rule (the arena lock held: the arena list). */
 size_t zone_chunks_resident(void) {
     size_t pages = 0;
     for (struct arena_head *head = arena_heads; head; head = head->next)
-        for (uint32_t i = 1; i < ARENA_CHUNKS; i++) {
-            if (head->state[i] != CHUNK_IN_ZONE) continue;
-            uint8_t huge = __atomic_load_n(&head->huge[i], __ATOMIC_RELAXED);
-            if (huge == CHUNK_HUGE_ADVISED || huge == CHUNK_HUGE_COLLAPSED) {
-                pages += CHUNK_PAGES;
-                continue;
-            }
-            long n = os_resident_pages((char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT)), CHUNK_SIZE);
-            if (n > 0) pages += (size_t)n;
-        }
+        for (uint32_t i = 1; i < ARENA_CHUNKS; i++)
+            if (head->state[i] == CHUNK_IN_ZONE)
+                pages += thp_chunk_resident((char *)(arena_base((uintptr_t)head) + ((uintptr_t)i << CHUNK_SHIFT)));
     return pages;
 }
 
