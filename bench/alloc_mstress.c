@@ -15,8 +15,10 @@
 
 static unsigned char *_Atomic transfer[TRANSFER];
 
+/* One cache line per worker: the workers' own state must not be a line the
+ * two threads write in turn, or the row measures that, not the allocator. */
 struct worker {
-	long long steps;
+	_Alignas(64) long long steps;
 	uint64_t rng;
 	unsigned long long check;
 };
@@ -48,12 +50,14 @@ static unsigned char *alloc_obj(uint64_t *rng)
 static void *run(void *arg)
 {
 	struct worker *w = arg;
-	long long cap = 500 + (long long)(bench_rand(&w->rng) % 1500);
+	uint64_t rng = w->rng;
+	unsigned long long check = 0;
+	long long cap = 500 + (long long)(bench_rand(&rng) % 1500);
 	unsigned char **ret = calloc((size_t)cap, sizeof *ret);
 	if (!ret)
 		exit(1);
 	for (long long i = 0; i < w->steps; i++) {
-		uint64_t r = bench_rand(&w->rng);
+		uint64_t r = bench_rand(&rng);
 		size_t k = (size_t)(r % (uint64_t)cap);
 		switch ((r >> 32) % 8) {
 		case 0: /* exchange with the transfer array */
@@ -62,20 +66,22 @@ static void *run(void *arg)
 			break;
 		case 1: /* free */
 			if (ret[k])
-				w->check += ret[k][0];
+				check += ret[k][0];
 			free(ret[k]);
 			ret[k] = NULL;
 			break;
 		default: /* replace */
 			if (ret[k])
-				w->check += ret[k][0];
+				check += ret[k][0];
 			free(ret[k]);
-			ret[k] = alloc_obj(&w->rng);
+			ret[k] = alloc_obj(&rng);
 		}
 	}
 	for (long long k = 0; k < cap; k++)
 		free(ret[k]);
 	free(ret);
+	w->rng = rng;
+	w->check += check;
 	return NULL;
 }
 
@@ -94,12 +100,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bad parameters\n");
 		return 2;
 	}
-	struct worker *w = calloc((size_t)threads, sizeof *w);
+	struct worker *w = aligned_alloc(64, sizeof *w * (size_t)threads);
 	pthread_t *t = bench_xmalloc(sizeof *t * (size_t)threads);
 	if (!w)
 		return 1;
 	for (long long k = 0; k < threads; k++)
-		w[k].rng = bench_seed((uint64_t)seed, (uint64_t)k);
+		w[k] = (struct worker){.rng = bench_seed((uint64_t)seed, (uint64_t)k)};
 	double t0 = bench_now();
 	for (long long it = 0; it < iterations; it++) {
 		for (long long k = 0; k < threads; k++) {

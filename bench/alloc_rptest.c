@@ -20,8 +20,10 @@ struct mailbox {
 	unsigned char *p[INBOX];
 };
 
+/* One cache line per worker: the workers' own state must not be a line the
+ * threads write in turn, or the row measures that, not the allocator. */
 struct worker {
-	struct mailbox *box, *next_box;
+	_Alignas(64) struct mailbox *box, *next_box;
 	unsigned char **slot;
 	long long slots, ops, remote_pct;
 	uint64_t rng;
@@ -43,8 +45,9 @@ static unsigned char *new_obj(uint64_t *rng)
 	return p;
 }
 
-static void drain(struct worker *w)
+static unsigned long long drain(struct worker *w)
 {
+	unsigned long long check = 0;
 	static __thread unsigned char *got[INBOX];
 	struct mailbox *b = w->box;
 	pthread_mutex_lock(&b->lock);
@@ -53,9 +56,10 @@ static void drain(struct worker *w)
 	b->n = 0;
 	pthread_mutex_unlock(&b->lock);
 	for (long long i = 0; i < n; i++) {
-		w->check += got[i][0];
+		check += got[i][0];
 		free(got[i]);
 	}
+	return check;
 }
 
 static void send(struct worker *w, unsigned char **out, long long n)
@@ -75,12 +79,14 @@ static void *run(void *arg)
 	struct worker *w = arg;
 	unsigned char *out[BATCH];
 	long long nout = 0;
+	uint64_t rng = w->rng;
+	unsigned long long check = 0;
 	for (long long i = 0; i < w->ops; i++) {
-		uint64_t r = bench_rand(&w->rng);
+		uint64_t r = bench_rand(&rng);
 		size_t k = (size_t)(r % (uint64_t)w->slots);
 		unsigned char *old = w->slot[k];
 		if (old) {
-			w->check += old[0];
+			check += old[0];
 			if ((long long)((r >> 40) % 100) < w->remote_pct) {
 				out[nout++] = old;
 				if (nout == BATCH) {
@@ -91,12 +97,14 @@ static void *run(void *arg)
 				free(old);
 			}
 		}
-		w->slot[k] = new_obj(&w->rng);
+		w->slot[k] = new_obj(&rng);
 		if ((i & (BATCH - 1)) == BATCH - 1)
-			drain(w);
+			check += drain(w);
 	}
 	send(w, out, nout);
-	drain(w);
+	check += drain(w);
+	w->rng = rng;
+	w->check += check;
 	return NULL;
 }
 
@@ -118,7 +126,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct mailbox *box = calloc((size_t)threads, sizeof *box);
-	struct worker *w = calloc((size_t)threads, sizeof *w);
+	struct worker *w = aligned_alloc(64, sizeof *w * (size_t)threads);
 	pthread_t *t = bench_xmalloc(sizeof *t * (size_t)threads);
 	if (!box || !w)
 		return 1;
