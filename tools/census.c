@@ -287,6 +287,13 @@ static void *peak_sampler(void *arg) {
 }
 
 __attribute__((constructor)) static void census_start(void) {
+    /* the run's first process removes a census left by an earlier run, and
+     * marks the environment its programs inherit (census() keeps the
+     * largest process's census of this run only) */
+    if (getenv("CENSUS_FILE") && !getenv("CENSUS_RUN")) {
+        unlink(getenv("CENSUS_FILE"));
+        setenv("CENSUS_RUN", "1", 1);
+    }
     const char *ms = getenv("CENSUS_PEAK_MS");
     if (!getenv("CENSUS_FILE") || !ms || atol(ms) <= 0) return;
     pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -300,9 +307,31 @@ __attribute__((constructor)) static void census_start(void) {
     pthread_attr_destroy(&attr);
 }
 
+/* The process RSS (KiB) on the first line of the census already in path,
+ * or -1: every census starts with a line that ends "process RSS N KiB". */
+static long census_file_rss(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[128];
+    long kib = -1;
+    if (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "process RSS ");
+        if (at) kib = atol(at + strlen("process RSS "));
+    }
+    fclose(f);
+    return kib;
+}
+
+/* Several processes of one run share CENSUS_FILE (a fork child, a program
+ * started by another one under the same environment, such as /usr/bin/time
+ * with LD_PRELOAD set for both): the census of the process with the larger
+ * RSS stays, whichever exits last. */
 __attribute__((destructor(101))) static void census(void) {
     const char *path = getenv("CENSUS_FILE");
     if (!path) return;
+    bool sampled = best_rss_pages && getpid() == sampler_pid;
+    long rss_kib = (sampled ? best_rss_pages : rss_pages()) * 4;
+    if (census_file_rss(path) > rss_kib) return;
     FILE *out = fopen(path, "w");
     if (pagemap_fd < 0) pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (!out || pagemap_fd < 0) {
@@ -313,9 +342,11 @@ __attribute__((destructor(101))) static void census(void) {
     pthread_mutex_lock(&best_lock);
     atomic_store(&peak_stop, true);
     pthread_mutex_unlock(&best_lock);
-    if (best_rss_pages && getpid() == sampler_pid)
+    if (sampled) {
         fputs(best, out);
-    else
+    } else {
+        fprintf(out, "exit census: process RSS %ld KiB\n", rss_kib);
         census_write(out);
+    }
     fclose(out);
 }

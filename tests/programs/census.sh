@@ -13,10 +13,23 @@ CENSUS=$(dirname "$FOLIO_LIB")/census.so
 seq 1 200000 | sed 's/$/ line/' > "$WORK/in.txt"
 # (the slabs from the first object: a census of slabs to check; a small
 # program's blocks otherwise come from the dense heap)
-FOLIO_HEAP_DENSE_KIB=0 LD_PRELOAD="$FOLIO_LIB $CENSUS" CENSUS_FILE="$WORK/census.txt" sort -r "$WORK/in.txt" > "$WORK/out.txt" ||
+# Started by a shell that exits after it, under the same environment: the
+# census kept is sort's, the larger process, not the shell's, nor one an
+# earlier run left (a stale file claiming a huge RSS)
+echo "exit census: process RSS 999999999 KiB" > "$WORK/census.txt"
+FOLIO_HEAP_DENSE_KIB=0 LD_PRELOAD="$FOLIO_LIB $CENSUS" CENSUS_FILE="$WORK/census.txt" \
+    sh -c 'sort -r "$1" > "$2"; :' sh "$WORK/in.txt" "$WORK/out.txt" ||
     fail "sort under folio and the census exited with status $?"
 [ "$(head -n 1 "$WORK/out.txt")" = "99999 line" ] || fail "sort's output is wrong"
 [ -s "$WORK/census.txt" ] || fail "no census written"
+first=$(head -n 1 "$WORK/census.txt")
+case "$first" in
+"exit census: process RSS "*" KiB") ;;
+*) fail "census's first line is not the process's RSS: $first" ;;
+esac
+kib=${first#exit census: process RSS }
+kib=${kib% KiB}
+[ "$kib" -gt 4096 ] && [ "$kib" -lt 999999999 ] || fail "the census kept is not sort's (RSS $kib KiB)"
 python3 - "$WORK/census.txt" <<'PY' || fail "census does not add up: $(cat "$WORK/census.txt" | head -40)"
 import re, sys
 text = open(sys.argv[1]).read()
