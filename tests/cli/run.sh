@@ -82,6 +82,17 @@ found, skipped = allocators.resolve(names, install=False, build_folio=False)
 fam = {a.name: a.family for a in found}
 assert fam == {"old": "folio", "other": "other"}, (fam, skipped)
 PY
+python3 - "$ROOT/tools" <<'PY' && ok "the anchor given by path runs once" || fail "the anchor given by path runs twice"
+import sys
+sys.path.insert(0, sys.argv[1])
+from folio_tools import allocators
+from folio_tools.suites import folios, scaling
+anchor = allocators.PATHS["mimalloc-3.4.3"][0]
+names = allocators.parse_names(f"folio,glibc,m3={anchor}")
+assert folios._allocators(names) == ["folio", "folio-thp-never", "glibc", "m3"], folios._allocators(names)
+assert scaling._allocators(names) == ["folio", "glibc", "m3"], scaling._allocators(names)
+assert scaling._allocators(["folio"]) == ["folio", "mimalloc-3.4.3"]
+PY
 "$FOLIO" bench --no-install --list >/dev/null 2>&1 && ok "bench --no-install still parses" || fail "bench --no-install"
 "$FOLIO" bench --help | grep -q -- "--install" && ok "bench --help shows --install" || fail "bench --help: no --install"
 

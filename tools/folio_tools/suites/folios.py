@@ -29,7 +29,7 @@ mimalloc 3.4.3 from ../shared/anchors/ runs too when it is there.  The
 import os
 import tempfile
 
-from .. import paths
+from .. import allocators, paths
 from . import kbuild
 from .base import MAXRSS, MINFLT, Metric, Suite, Workload, build_bench_programs, parse_result_line
 
@@ -37,7 +37,6 @@ BUILD = Metric("elapsed_s", "build time", "s", "lower")
 COVERAGE = Metric("coverage", "hugepage coverage (AnonHugePages / Rss)", "", "higher")
 FAULTS_PER_MIB = Metric("faults_per_mib", "minor faults per MiB resident", "", "lower")
 THP_NEVER = "folio-thp-never"
-ANCHOR = "mimalloc-3.4.3"
 
 SMALL_DIR = os.path.join(tempfile.gettempdir(), "folio-folios")
 SMALL_C = os.path.join(SMALL_DIR, "small.c")
@@ -48,9 +47,7 @@ def _allocators(names):
     out = []
     for n in names:
         out += ["folio", THP_NEVER] if n == "folio" else [n]
-    if ANCHOR not in out:
-        out.append(ANCHOR)
-    return list(dict.fromkeys(out))
+    return allocators.with_anchor(out)
 
 
 def _kbuild():

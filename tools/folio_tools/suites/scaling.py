@@ -27,7 +27,7 @@ of oversubscribed runs); the table of every run shows both.
 import os
 import sys
 
-from .. import paths
+from .. import allocators, paths
 from .base import Metric, Suite, Workload, parse_result_line
 
 THREADS = (1, 2, 4, 8, 16, 32, 64)
@@ -211,7 +211,7 @@ def scaling_tables(t, results):
 
 def _allocators(names):
     """Every allocator asked for, and mimalloc 3.4.3 from ../shared/anchors when present."""
-    return list(dict.fromkeys(list(names) + ["mimalloc-3.4.3"]))
+    return allocators.with_anchor(names)
 
 
 SUITE = Suite(
