@@ -60,6 +60,11 @@
 #define PCP_COSTLY_ORDER 3
 #define PCPF_PREV_FREE_HIGH_ORDER 0x1u
 #define DECAY_INTERVAL_MS 1000u
+/* a pageset's first refills run no decay: a short program's pagesets have
+ * nothing to decay, and its first clock read costs two page faults (libc's
+ * clock_gettime and the kernel's time page), which most short programs
+ * never pay otherwise */
+#define DECAY_FROM_REFILLS 4u
 #define RECLAIM_PASS_MS 100u
 /* the drain rotation's slot after the orders: the whole chunks */
 #define CHUNK_SLOT (PCP_MAX_ORDER + 1)
@@ -747,7 +752,7 @@ static struct span *pcp_alloc(size_t npages) {
     bool refilled = ps->refills != refills;
     debug_check(ps);
     lock_release(&ps->lock);
-    if (refilled && autotune()) decay_due(os_now_ms());
+    if (refilled && autotune() && refills >= DECAY_FROM_REFILLS) decay_due(os_now_ms());
     if (refilled && (pressure_peek() & PRESSURE_RECLAIM)) reclaim_due();
     return s ? s : zone_alloc_pages(npages, 1);
 }
