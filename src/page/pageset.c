@@ -46,8 +46,9 @@
  *  - the low watermark share (high_min) is 4 x batch, the fixed high;
  *  - ZONE_BELOW_HIGH and ZONE_RECLAIM_ACTIVE come from pressure.c, read on
  *    refills and frees;
- *  - the decay (vmstat worker) runs from refills on any CPU once a second,
- *    for every pageset it can trylock, and from the background purger. */
+ *  - the decay (vmstat worker) runs from refills on any CPU once a second
+ *    (from a pageset's fourth refill on), for every pageset it can trylock,
+ *    and from the background purger. */
 #include <stdlib.h>
 #include <string.h>
 
