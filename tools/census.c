@@ -240,6 +240,7 @@ static void census_write(FILE *out) {
  * one census T ms after start instead: a steady state, where the peak of
  * RSS may come as the program ends. */
 static char best[1 << 20], scratch[1 << 20];
+#define RSS_TAG "process RSS " /* every census's first line: ... RSS_TAG N KiB */
 static long best_rss_pages;
 static pid_t sampler_pid; /* a fork child has no sampler: its census is taken at its exit */
 static atomic_bool peak_stop;
@@ -268,7 +269,7 @@ static void *peak_sampler(void *arg) {
         if (rss > best_rss_pages && !(at && best_rss_pages)) {
             FILE *out = fmemopen(scratch, sizeof scratch - 1, "w");
             if (out) {
-                fprintf(out, "peak sample: process RSS %ld KiB\n", rss * 4);
+                fprintf(out, "peak sample: " RSS_TAG "%ld KiB\n", rss * 4);
                 census_write(out);
                 long n = ftell(out);
                 fclose(out);
@@ -290,12 +291,13 @@ __attribute__((constructor)) static void census_start(void) {
     /* the run's first process removes a census left by an earlier run, and
      * marks the environment its programs inherit (census() keeps the
      * largest process's census of this run only) */
-    if (getenv("CENSUS_FILE") && !getenv("CENSUS_RUN")) {
-        unlink(getenv("CENSUS_FILE"));
+    const char *path = getenv("CENSUS_FILE");
+    if (path && !getenv("CENSUS_RUN")) {
+        unlink(path);
         setenv("CENSUS_RUN", "1", 1);
     }
     const char *ms = getenv("CENSUS_PEAK_MS");
-    if (!getenv("CENSUS_FILE") || !ms || atol(ms) <= 0) return;
+    if (!path || !ms || atol(ms) <= 0) return;
     pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     pthread_t t;
     pthread_attr_t attr;
@@ -315,8 +317,8 @@ static long census_file_rss(const char *path) {
     char line[128];
     long kib = -1;
     if (fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "process RSS ");
-        if (at) kib = atol(at + strlen("process RSS "));
+        const char *at = strstr(line, RSS_TAG);
+        if (at) kib = atol(at + strlen(RSS_TAG));
     }
     fclose(f);
     return kib;
@@ -345,7 +347,7 @@ __attribute__((destructor(101))) static void census(void) {
     if (sampled) {
         fputs(best, out);
     } else {
-        fprintf(out, "exit census: process RSS %ld KiB\n", rss_kib);
+        fprintf(out, "exit census: " RSS_TAG "%ld KiB\n", rss_kib);
         census_write(out);
     }
     fclose(out);

@@ -75,7 +75,6 @@ def _is_path(value):
     return "/" in value
 
 
-
 def with_anchor(names):
     """names, then mimalloc 3.4.3 from ../shared/anchors unless it is there already, by its
     name or as a library given by path (``mimalloc3=../shared/anchors/libmimalloc-3.4.3.so``
@@ -83,6 +82,7 @@ def with_anchor(names):
     anchor = os.path.realpath(PATHS["mimalloc-3.4.3"][0])
     same = any(n in PATHS and not PATHS[n][2] and os.path.realpath(PATHS[n][0]) == anchor for n in names)
     return list(dict.fromkeys(list(names) + ([] if same else ["mimalloc-3.4.3"])))
+
 
 def parse_names(text):
     """Split an --allocators value into names, registering ``NAME=BASE:VAR=VAL...`` variants.
