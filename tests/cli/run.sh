@@ -93,6 +93,16 @@ assert folios._allocators(names) == ["folio", "folio-thp-never", "glibc", "m3"],
 assert scaling._allocators(names) == ["folio", "glibc", "m3"], scaling._allocators(names)
 assert scaling._allocators(["folio"]) == ["folio", "mimalloc-3.4.3"]
 PY
+python3 - "$ROOT/tools" <<'PY' && ok "programs runs the installed tools only" || fail "programs: a missing tool planned, or an installed one left out"
+import shutil, sys
+sys.path.insert(0, sys.argv[1])
+from folio_tools.suites import programs
+planned = {w.name for w in programs.SUITE.workloads}
+for tool, w in programs.CANDIDATES:
+    assert (w.name in planned) == bool(shutil.which(tool)), (tool, planned)
+assert ("left out: " in programs.SUITE.description) == bool(programs.MISSING)
+assert all(t in programs.SUITE.description.split("left out: ")[-1] for t in programs.MISSING)
+PY
 "$FOLIO" bench --no-install --list >/dev/null 2>&1 && ok "bench --no-install still parses" || fail "bench --no-install"
 "$FOLIO" bench --help | grep -q -- "--install" && ok "bench --help shows --install" || fail "bench --help: no --install"
 
