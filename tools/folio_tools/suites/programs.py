@@ -16,7 +16,8 @@ minor faults.
 - ``gxx``: ``g++ -O1 -c`` of a file of standard-library templates.
 
 A tool that is not installed is left out (the suite's description says
-which); nothing stands in for it.  3 repetitions by default.
+which); nothing stands in for it.  3 repetitions by default; full run
+only (the tools take seconds each, not --quick's fractions).
 """
 
 import os
@@ -100,7 +101,7 @@ def _tool(name, argv, what, est_s):
     def command(quick):
         return [paths.bench_binary("preload_exec")] + argv
     return Workload(name, what, WALL, command=command, parse=parse_result_line,
-                    extra_metrics=[USER, SYS, MAXRSS, MINFLT], est_s=est_s)
+                    extra_metrics=[USER, SYS, MAXRSS, MINFLT], full_only=True, est_s=est_s)
 
 
 CANDIDATES = [
