@@ -32,7 +32,8 @@
  *    descriptor (tagged PAGEMAP_HUGE_TAG), so free() finds a block without
  *    a lock, and a free of a block that is CACHED is seen as a double free;
  *  - CACHED ranges are never merged (a cached block is reused whole, hot,
- *    by a block of about its size); a range becomes FREE when purged, and
+ *    by a block of about its size, or cut by a smaller one when none fits
+ *    so, before any free range); a range becomes FREE when purged, and
  *    FREE neighbours merge at once;
  *  - the process's cached bytes (all shards') stay within
  *    FOLIO_HUGE_CACHE_MIB: past it the shard that cached last purges its
