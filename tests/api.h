@@ -192,6 +192,23 @@ __attribute__((unused)) static int proc_threads(void)
     return n;
 }
 
+#ifdef RUSAGE_THREAD
+/* The calling thread's minor faults so far. */
+__attribute__((unused)) static long thread_minflt(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_minflt;
+}
+#endif
+
+/* Write v into each 4 KiB page of [p, p + n). */
+__attribute__((unused)) static void touch_pages(char *p, size_t n, char v)
+{
+    for (size_t i = 0; i < n; i += 4096)
+        p[i] = v;
+}
+
 #ifndef FOLIO_TEST_GLIBC
 /* One top-level counter of folio's JSON report. */
 __attribute__((unused)) static uint64_t report_u64(const char *key)

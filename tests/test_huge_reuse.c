@@ -45,19 +45,6 @@ static void pin(int cpu)
     CHECK(sched_getcpu() == cpu, "running on CPU %d, not %d", sched_getcpu(), cpu);
 }
 
-static long minflt(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return ru.ru_minflt;
-}
-
-static void touch(char *p, size_t n, char v)
-{
-    for (size_t i = 0; i < n; i += 4096)
-        p[i] = v;
-}
-
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -83,7 +70,7 @@ int main(int argc, char **argv)
     pin(a);
     char *a1 = malloc(OPAQUE(240 * MIB)), *a2 = malloc(OPAQUE(16 * MIB));
     CHECK(a1 && a2, "malloc on CPU %d", a);
-    touch(a2, 16 * MIB, 1);
+    touch_pages(a2, 16 * MIB, 1);
     uint64_t res1 = report_u64("huge_reserved_bytes");
     /* shard b: its own region, 240 MiB of it free */
     pin(b);
@@ -97,11 +84,11 @@ int main(int argc, char **argv)
     /* A2 goes back to shard a; the next 16 MiB block on CPU b is A2 */
     uintptr_t a2_at = (uintptr_t)a2;
     free(a2);
-    long f0 = minflt();
+    long f0 = thread_minflt();
     char *c = malloc(OPAQUE(16 * MIB));
     CHECK(c, "malloc on CPU %d", b);
-    touch(c, 16 * MIB, 2);
-    long faults = minflt() - f0;
+    touch_pages(c, 16 * MIB, 2);
+    long faults = thread_minflt() - f0;
     CHECK((uintptr_t)c == a2_at, "a fresh range (%p) where the block freed to shard %d (%#lx) was resident",
           (void *)c, a % SHARDS, (unsigned long)a2_at);
 #ifndef FOLIO_PREFIX /* the sanitizers' shadow memory faults too */

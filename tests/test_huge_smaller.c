@@ -28,19 +28,6 @@ int main(void)
 
 #define MIB ((size_t)1 << 20)
 
-static long minflt(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return ru.ru_minflt;
-}
-
-static void touch(char *p, size_t n, char v)
-{
-    for (size_t i = 0; i < n; i += 4096)
-        p[i] = v;
-}
-
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -48,7 +35,7 @@ int main(int argc, char **argv)
     reexec_with_env(argv, "FOLIO_PURGE_DELAY_MS", "600000");
     char *big = malloc(OPAQUE(64 * MIB));
     CHECK(big, "malloc(64 MiB)");
-    touch(big, 64 * MIB, 1);
+    touch_pages(big, 64 * MIB, 1);
     uint64_t reserved = report_u64("huge_reserved_bytes");
     uintptr_t lo = (uintptr_t)big, hi = lo + 64 * MIB;
     free(big);
@@ -64,9 +51,9 @@ int main(int argc, char **argv)
         if (k == 2)
             for (size_t i = 0; i < 20 * MIB; i += 512)
                 CHECK(part[k][i] == 0, "calloc's block cut from a cached one is not zero at %zu", i);
-        long f0 = minflt();
-        touch(part[k], 20 * MIB, (char)(2 + k));
-        faults[k] = minflt() - f0;
+        long f0 = thread_minflt();
+        touch_pages(part[k], 20 * MIB, (char)(2 + k));
+        faults[k] = thread_minflt() - f0;
 #ifndef FOLIO_PREFIX
         CHECK(faults[k] == 0, "writing block %d, cut from a resident block, faulted %ld times", k, faults[k]);
 #endif

@@ -378,28 +378,29 @@ static struct huge *take_cached(struct shard *s, size_t map, size_t align, bool 
     return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
 }
 
+/* The smallest range of list that fits map bytes at align, cut (lock held). */
+static struct huge *take_best(struct huge *list, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
+    size_t off = 0;
+    struct huge *h = best_fit(list, map, align, SIZE_MAX, &off);
+    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+}
+
 /* A cached range of the shard that fits: one of about the size, else the
  * smallest larger one, cut from its front (lock held).  A larger cached
  * block comes before a free range: its pages are resident, and a free
  * range taken instead would fault in pages of its own while the cached
- * ones stay resident for the purge delay (sort's 64 MiB buffer, freed
- * before its three merge buffers of 21 MiB, cost it 1.8x glibc's peak RSS). */
+ * ones stay resident for the purge delay (sort frees its sort buffer
+ * before it takes its smaller merge buffers: docs/notes/programs.md). */
 static struct huge *take_resident(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
-    size_t off = 0;
     struct huge *h = take_cached(s, map, align, zeroed, freed_at);
-    if (h) return h;
-    h = best_fit(s->cache_head, map, align, SIZE_MAX, &off);
-    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+    return h ? h : take_best(s->cache_head, map, align, zeroed, freed_at);
 }
 
 /* A range of the shard's lists that fits, without purging or reserving:
  * a cached one (take_resident), else the best-fitting free range (cut). */
 static struct huge *take_listed(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
-    size_t off = 0;
     struct huge *h = take_resident(s, map, align, zeroed, freed_at);
-    if (h) return h;
-    h = best_fit(s->free_head, map, align, SIZE_MAX, &off);
-    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
+    return h ? h : take_best(s->free_head, map, align, zeroed, freed_at);
 }
 
 /* A range of map bytes at an align boundary, USED, with its pagemap
