@@ -82,6 +82,9 @@ $(BUILD)/libfolio-tsan.a: $(TSAN_OBJS)
 	rm -f $@ && ar rcs $@ $(TSAN_OBJS)
 $(BUILD)/libfolio-debug.a: $(DEBUG_OBJS)
 	rm -f $@ && ar rcs $@ $(DEBUG_OBJS)
+# the debug build preloadable: tests/run.sh debug runs the real programs under it
+$(BUILD)/libfolio-debug.so: $(DEBUG_OBJS)
+	$(CC) -shared -o $@ $(DEBUG_OBJS) -pthread -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined -Wl,-Bsymbolic-functions
 $(BUILD)/libfolio-test.a: $(HOOK_OBJS)
 	rm -f $@ && ar rcs $@ $(HOOK_OBJS)
 
@@ -109,11 +112,11 @@ test-sanitize: $(SAN_TESTS)
 	bash tests/run.sh sanitize
 test-tsan: $(TSAN_TESTS)
 	bash tests/run.sh tsan
-test-debug: $(DEBUG_TESTS)
+test-debug: $(DEBUG_TESTS) $(BUILD)/libfolio-debug.so
 	bash tests/run.sh debug
 # the racing tests again and again, release and debug builds (minutes; not
 # part of `make test`): STRESS_ROUNDS=N rounds of each
-stress: all $(TEST_BINS) $(DEBUG_TESTS)
+stress: all $(TEST_BINS) $(DEBUG_TESTS) $(BUILD)/libfolio-debug.so
 	bash tests/stress.sh $(or $(STRESS_ROUNDS),10) normal debug
 # the layers (src/base < meta < clear < page < obj < api) include and call
 # only downward (tools/check_layers.py), and the check catches violations

@@ -11,7 +11,10 @@
 #             (ThreadSanitizer, folio_* names)
 #   (in every mode, a binary whose source is gone is not run)
 #   debug     build/tests-debug/test_* (folio built with FOLIO_DEBUG: lock
-#             order and zone invariants checked; standard names, static)
+#             order and zone invariants checked; standard names, static),
+#             then the real programs tests/programs/*.sh under LD_PRELOAD of
+#             build/libfolio-debug.so (but census and rusage, which check
+#             the measuring tools, not the library)
 #
 # A test exits 0 to pass, 77 to skip (something it needs is missing), any
 # other status to fail.  Each runs under `timeout` (FOLIO_TEST_TIMEOUT
@@ -143,13 +146,16 @@ run_test() {
 
 echo "== folio tests: $MODE ($BIN_DIR)"
 
-if [ "$MODE" = normal ]; then
+if [ "$MODE" = normal ] || [ "$MODE" = debug ]; then
     FOLIO_LIB=$BUILD/libfolio.so
+    [ "$MODE" = debug ] && FOLIO_LIB=$BUILD/libfolio-debug.so
     if [ ! -r "$FOLIO_LIB" ]; then
         echo "FAIL: $FOLIO_LIB is missing (run make first)"
         exit 1
     fi
     export FOLIO_LIB
+fi
+if [ "$MODE" = normal ]; then
     # The early-call test needs a shared library whose constructor runs
     # before folio's: build it here.
     unset FOLIO_TEST_EARLY_LIB
@@ -207,6 +213,13 @@ if [ "$MODE" = normal ]; then
     # running program (tests/top)
     for t in cli install top; do
         [ -f "$ROOT/tests/$t/run.sh" ] && run_test "$t" "$PROG_TIMEOUT" bash "$ROOT/tests/$t/run.sh"
+    done
+fi
+if [ "$MODE" = debug ]; then
+    # the real programs with the library's invariants and lock order checked
+    for prog in "$ROOT"/tests/programs/*.sh; do
+        case $(basename "$prog" .sh) in census | rusage) continue ;; esac
+        run_test "program/$(basename "$prog" .sh)" "$PROG_TIMEOUT" bash "$prog"
     done
 fi
 
