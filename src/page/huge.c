@@ -422,9 +422,10 @@ static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve
 }
 
 /* This CPU's shard's cached ranges (of about the size, else a larger one,
- * cut: take_resident); then the others' (a block goes back to the shard that owns its range, wherever it was
- * freed: a thread's next block is often in another shard's cache, resident,
- * where its own shard's free range would fault on every page); then what
+ * cut: take_resident); then the others' (a block goes back to the shard
+ * that owns its range, wherever it was freed: a thread's next block is
+ * often in another shard's cache, resident, where its own shard's free
+ * range would fault on every page); then what
  * every shard has listed; then their cached ranges purged until they merge
  * into a fit (each lock in turn, never two at once); only then does this
  * shard reserve more, so a steady state that fits in what is reserved maps
