@@ -12,9 +12,9 @@
  * others when its own has no fit before it reserves more (as the kernel
  * falls back between zones); a block goes back to the shard that owns its
  * range (h->shard), so threads on different CPUs rarely meet.  A cached
- * block in another shard (of the same NUMA node; of about the size, else a
- * larger one, cut) comes before this shard's free ranges: it is resident,
- * a free range faults on its first touch.
+ * block in another shard (of the same NUMA node; the smallest that fits,
+ * cut) comes before this shard's free ranges: it is resident, a free range
+ * faults on its first touch.
  *
  * Invariants, under the lock of the shard that owns the range:
  *  - the ranges of a region tile it, linked by address (aprev/anext; a
@@ -31,9 +31,9 @@
  *  - every chunk of every range has a pagemap entry pointing to its
  *    descriptor (tagged PAGEMAP_HUGE_TAG), so free() finds a block without
  *    a lock, and a free of a block that is CACHED is seen as a double free;
- *  - CACHED ranges are never merged (a cached block is reused whole, hot,
- *    by a block of about its size, or cut by a smaller one when none fits
- *    so, before any free range); a range becomes FREE when purged, and
+ *  - CACHED ranges are never merged (a block takes the smallest cached
+ *    one that fits, hot, cut from its front, before any free range); a
+ *    range becomes FREE when purged, and
  *    FREE neighbours merge at once;
  *  - the process's cached bytes (all shards') stay within
  *    FOLIO_HUGE_CACHE_MIB: past it the shard that cached last purges its
@@ -263,12 +263,12 @@ static size_t fit(const struct huge *h, size_t map, size_t align) {
     return off <= h->map_size && h->map_size - off >= map ? off : (size_t)-1;
 }
 
-/* The smallest range of the list that fits, no larger than map + slack. */
-static struct huge *best_fit(struct huge *list, size_t map, size_t align, size_t slack, size_t *off) {
+/* The smallest range of the list that fits. */
+static struct huge *best_fit(struct huge *list, size_t map, size_t align, size_t *off) {
     struct huge *best = NULL;
     for (struct huge *c = list; c; c = c->next) {
         size_t o = fit(c, map, align);
-        if (o != (size_t)-1 && c->map_size - map <= slack && (!best || c->map_size < best->map_size)) {
+        if (o != (size_t)-1 && (!best || c->map_size < best->map_size)) {
             best = c;
             *off = o;
         }
@@ -370,30 +370,22 @@ static struct huge *take_at(struct huge *h, size_t off, size_t map, bool *zeroed
     return h;
 }
 
-/* A cached range of the shard of about map bytes, reused whole: its memory
- * is resident, where a free range's first touch faults (lock held). */
-static struct huge *take_cached(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
-    size_t off = 0;
-    struct huge *h = align <= CHUNK_SIZE ? best_fit(s->cache_head, map, align, map / 4, &off) : NULL;
-    return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
-}
-
-/* The smallest range of list that fits map bytes at align, cut (lock held). */
+/* The smallest range of list that fits map bytes at align, cut from its
+ * front (lock held). */
 static struct huge *take_best(struct huge *list, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
     size_t off = 0;
-    struct huge *h = best_fit(list, map, align, SIZE_MAX, &off);
+    struct huge *h = best_fit(list, map, align, &off);
     return h ? take_at(h, off, map, zeroed, freed_at) : NULL;
 }
 
-/* A cached range of the shard that fits: one of about the size, else the
- * smallest larger one, cut from its front (lock held).  A larger cached
- * block comes before a free range: its pages are resident, and a free
+/* The smallest cached range of the shard that fits (one of about the size
+ * when there is one), cut from its front (lock held).  Any cached block
+ * that fits comes before a free range: its pages are resident, and a free
  * range taken instead would fault in pages of its own while the cached
  * ones stay resident for the purge delay (sort frees its sort buffer
  * before it takes its smaller merge buffers: docs/notes/programs.md). */
 static struct huge *take_resident(struct shard *s, size_t map, size_t align, bool *zeroed, uint64_t *freed_at) {
-    struct huge *h = take_cached(s, map, align, zeroed, freed_at);
-    return h ? h : take_best(s->cache_head, map, align, zeroed, freed_at);
+    return take_best(s->cache_head, map, align, zeroed, freed_at);
 }
 
 /* A range of the shard's lists that fits, without purging or reserving:
@@ -421,8 +413,8 @@ static struct huge *take(struct shard *s, size_t map, size_t align, bool reserve
     return take_listed(s, map, align, zeroed, freed_at);
 }
 
-/* This CPU's shard's cached ranges (of about the size, else a larger one,
- * cut: take_resident); then the others' (a block goes back to the shard
+/* This CPU's shard's smallest cached range that fits (take_resident);
+ * then the others' (a block goes back to the shard
  * that owns its range, wherever it was freed: a thread's next block is
  * often in another shard's cache, resident, where its own shard's free
  * range would fault on every page); then what
@@ -477,7 +469,7 @@ static struct huge *take_any(size_t map, size_t align, bool *zeroed, uint64_t *f
         struct shard *o = &shards[(me + i) & (HUGE_SHARDS - 1)];
         elsewhere = resident_in(me, o, map);
     }
-    if (!h && !elsewhere) h = take_listed(s, map, align, zeroed, freed_at);
+    if (!h && !elsewhere) h = take_best(s->free_head, map, align, zeroed, freed_at); /* its cache: tried above */
     lock_release(&s->lock);
     /* pass 0: the others' cached ranges; 1: what each has
      * listed; 2: cached ranges purged into a fit; 3: this shard reserves */
